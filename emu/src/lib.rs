@@ -1,0 +1,1 @@
+//! roce-emu: the sans-IO NIC core (in progress).

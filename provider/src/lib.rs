@@ -1,0 +1,1 @@
+//! roce-provider: verbs API, datapath and CLI.

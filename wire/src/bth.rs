@@ -1,0 +1,329 @@
+//! Base Transport Header (12 bytes).
+//!
+//! ```text
+//!  byte 0    | 1              | 2-3    | 4            | 5-7    | 8          | 9-11
+//!  OpCode    | SE M PadCnt TVer| P_Key  | F B Resv6a   | DestQP | A Resv7    | PSN
+//! ```
+use crate::field::*;
+use crate::opcode::Opcode;
+use crate::{Error, Psn, Result};
+use core::fmt;
+
+mod field {
+    use crate::field::Field;
+    pub const OPCODE: usize = 0;
+    pub const FLAGS: usize = 1;
+    pub const PKEY: Field = 2..4;
+    pub const RESV8A: usize = 4;
+    pub const DEST_QP: Field = 5..8;
+    pub const ACK: usize = 8;
+    pub const PSN: Field = 9..12;
+}
+
+/// Length of the BTH.
+pub const HEADER_LEN: usize = 12;
+
+crate::field::fixed_view!(HEADER_LEN, "BTH");
+
+impl<T: AsRef<[u8]>> Packet<T> {
+    /// OpCode.
+    #[inline]
+    pub fn opcode(&self) -> Opcode {
+        Opcode(self.buffer.as_ref()[field::OPCODE])
+    }
+    /// Solicited Event.
+    #[inline]
+    pub fn se(&self) -> bool {
+        self.buffer.as_ref()[field::FLAGS] & 0x80 != 0
+    }
+    /// MigReq.
+    #[inline]
+    pub fn migreq(&self) -> bool {
+        self.buffer.as_ref()[field::FLAGS] & 0x40 != 0
+    }
+    /// Pad count (0–3).
+    #[inline]
+    pub fn pad_cnt(&self) -> u8 {
+        (self.buffer.as_ref()[field::FLAGS] >> 4) & 0x3
+    }
+    /// Transport header version (must be 0).
+    #[inline]
+    pub fn tver(&self) -> u8 {
+        self.buffer.as_ref()[field::FLAGS] & 0x0F
+    }
+    /// Partition key.
+    #[inline]
+    pub fn pkey(&self) -> u16 {
+        u16_at(self.buffer.as_ref(), field::PKEY)
+    }
+    /// FECN (RoCEv2: forward congestion notification).
+    #[inline]
+    pub fn fecn(&self) -> bool {
+        self.buffer.as_ref()[field::RESV8A] & 0x80 != 0
+    }
+    /// BECN (set in CNPs).
+    #[inline]
+    pub fn becn(&self) -> bool {
+        self.buffer.as_ref()[field::RESV8A] & 0x40 != 0
+    }
+    /// The six reserved bits after F and B.
+    #[inline]
+    pub fn resv6a(&self) -> u8 {
+        self.buffer.as_ref()[field::RESV8A] & 0x3F
+    }
+    /// Destination QP number (24 bits).
+    #[inline]
+    pub fn dest_qp(&self) -> u32 {
+        u24_at(self.buffer.as_ref(), field::DEST_QP)
+    }
+    /// AckReq.
+    #[inline]
+    pub fn ack_req(&self) -> bool {
+        self.buffer.as_ref()[field::ACK] & 0x80 != 0
+    }
+    /// The seven reserved bits after A.
+    #[inline]
+    pub fn resv7(&self) -> u8 {
+        self.buffer.as_ref()[field::ACK] & 0x7F
+    }
+    /// Packet sequence number.
+    #[inline]
+    pub fn psn(&self) -> Psn {
+        Psn::new(u24_at(self.buffer.as_ref(), field::PSN))
+    }
+}
+
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
+    /// Sets the opcode.
+    #[inline]
+    pub fn set_opcode(&mut self, op: Opcode) {
+        self.buffer.as_mut()[field::OPCODE] = op.0;
+    }
+    /// Sets SE, MigReq, PadCnt and TVer at once.
+    #[inline]
+    pub fn set_flags(&mut self, se: bool, migreq: bool, pad_cnt: u8, tver: u8) {
+        self.buffer.as_mut()[field::FLAGS] =
+            (se as u8) << 7 | (migreq as u8) << 6 | (pad_cnt & 3) << 4 | (tver & 0xF);
+    }
+    /// Sets the partition key.
+    #[inline]
+    pub fn set_pkey(&mut self, v: u16) {
+        set_u16(self.buffer.as_mut(), field::PKEY, v)
+    }
+    /// Sets FECN, BECN and the reserved 6 bits.
+    #[inline]
+    pub fn set_resv8a(&mut self, fecn: bool, becn: bool, resv6a: u8) {
+        self.buffer.as_mut()[field::RESV8A] =
+            (fecn as u8) << 7 | (becn as u8) << 6 | (resv6a & 0x3F);
+    }
+    /// Sets the destination QP.
+    #[inline]
+    pub fn set_dest_qp(&mut self, v: u32) {
+        set_u24(self.buffer.as_mut(), field::DEST_QP, v & 0xFF_FFFF)
+    }
+    /// Sets AckReq and the reserved 7 bits.
+    #[inline]
+    pub fn set_ack_req(&mut self, a: bool, resv7: u8) {
+        self.buffer.as_mut()[field::ACK] = (a as u8) << 7 | (resv7 & 0x7F);
+    }
+    /// Sets the PSN.
+    #[inline]
+    pub fn set_psn(&mut self, v: Psn) {
+        set_u24(self.buffer.as_mut(), field::PSN, v.value())
+    }
+}
+
+/// High-level BTH. Reserved bits are kept so that parse→emit reproduces real traffic
+/// byte for byte (Huawei NICs set a reserved bit in byte 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Repr {
+    /// OpCode.
+    pub opcode: Opcode,
+    /// Solicited Event.
+    pub se: bool,
+    /// MigReq (rxe sends 0).
+    pub migreq: bool,
+    /// Pad count.
+    pub pad_cnt: u8,
+    /// Partition key (rxe: 0xFFFF).
+    pub pkey: u16,
+    /// FECN.
+    pub fecn: bool,
+    /// BECN.
+    pub becn: bool,
+    /// Reserved 6 bits of byte 4 (masked by the ICRC).
+    pub resv6a: u8,
+    /// Destination QP.
+    pub dest_qp: u32,
+    /// AckReq.
+    pub ack_req: bool,
+    /// Reserved 7 bits of byte 8.
+    pub resv7: u8,
+    /// PSN.
+    pub psn: Psn,
+}
+
+impl Repr {
+    /// A BTH as rxe builds it: P_Key 0xFFFF, M=0, F=B=0, reserved bits 0.
+    pub fn new(opcode: Opcode, dest_qp: u32, psn: Psn) -> Repr {
+        Repr {
+            opcode,
+            se: false,
+            migreq: false,
+            pad_cnt: 0,
+            pkey: crate::DEFAULT_PKEY,
+            fecn: false,
+            becn: false,
+            resv6a: 0,
+            dest_qp: dest_qp & 0xFF_FFFF,
+            ack_req: false,
+            resv7: 0,
+            psn,
+        }
+    }
+
+    /// Parses a BTH. Fails on TVer ≠ 0 (rxe drops those).
+    pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
+        p.check_len()?;
+        if p.tver() != 0 {
+            return Err(Error::BadTver(p.tver()));
+        }
+        Ok(Repr {
+            opcode: p.opcode(),
+            se: p.se(),
+            migreq: p.migreq(),
+            pad_cnt: p.pad_cnt(),
+            pkey: p.pkey(),
+            fecn: p.fecn(),
+            becn: p.becn(),
+            resv6a: p.resv6a(),
+            dest_qp: p.dest_qp(),
+            ack_req: p.ack_req(),
+            resv7: p.resv7(),
+            psn: p.psn(),
+        })
+    }
+
+    /// Always [`HEADER_LEN`].
+    pub const fn buffer_len(&self) -> usize {
+        HEADER_LEN
+    }
+
+    /// Writes the header.
+    pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
+        p.set_opcode(self.opcode);
+        p.set_flags(self.se, self.migreq, self.pad_cnt, 0);
+        p.set_pkey(self.pkey);
+        p.set_resv8a(self.fecn, self.becn, self.resv6a);
+        p.set_dest_qp(self.dest_qp);
+        p.set_ack_req(self.ack_req, self.resv7);
+        p.set_psn(self.psn);
+    }
+}
+
+impl fmt::Display for Repr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} qpn={:#x} psn={}",
+            self.opcode, self.dest_qp, self.psn
+        )?;
+        if self.ack_req {
+            write!(f, " A")?;
+        }
+        if self.se {
+            write!(f, " SE")?;
+        }
+        if self.migreq {
+            write!(f, " M")?;
+        }
+        if self.pad_cnt != 0 {
+            write!(f, " pad={}", self.pad_cnt)?;
+        }
+        if self.fecn {
+            write!(f, " FECN")?;
+        }
+        if self.becn {
+            write!(f, " BECN")?;
+        }
+        if self.pkey != crate::DEFAULT_PKEY {
+            write!(f, " pkey={:#06x}", self.pkey)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    // Huawei SEND_ONLY_WITH_IMMEDIATE (VECTORS.md V3): M=1, PadCnt=3, byte4=0x10, QP 0x48, A=1, PSN 0
+    static BYTES: [u8; 12] = [
+        0x05, 0x70, 0xff, 0xff, 0x10, 0x00, 0x00, 0x48, 0x80, 0x00, 0x00, 0x00,
+    ];
+
+    #[test]
+    fn test_deconstruct() {
+        let p = Packet::new_checked(&BYTES[..]).unwrap();
+        assert_eq!(p.opcode(), Opcode::RC_SEND_ONLY_WITH_IMMEDIATE);
+        assert!(!p.se());
+        assert!(p.migreq());
+        assert_eq!(p.pad_cnt(), 3);
+        assert_eq!(p.tver(), 0);
+        assert_eq!(p.pkey(), 0xFFFF);
+        assert!(!p.fecn() && !p.becn());
+        assert_eq!(p.resv6a(), 0x10);
+        assert_eq!(p.dest_qp(), 0x48);
+        assert!(p.ack_req());
+        assert_eq!(p.psn(), Psn::new(0));
+    }
+
+    #[test]
+    fn test_construct() {
+        let mut buf = [0u8; 12];
+        let mut p = Packet::new_unchecked(&mut buf[..]);
+        p.set_opcode(Opcode::RC_SEND_ONLY_WITH_IMMEDIATE);
+        p.set_flags(false, true, 3, 0);
+        p.set_pkey(0xFFFF);
+        p.set_resv8a(false, false, 0x10);
+        p.set_dest_qp(0x48);
+        p.set_ack_req(true, 0);
+        p.set_psn(Psn::new(0));
+        assert_eq!(buf, BYTES);
+    }
+
+    #[test]
+    fn test_parse_emit() {
+        let r = Repr::parse(&Packet::new_unchecked(&BYTES[..])).unwrap();
+        assert_eq!(r.resv6a, 0x10);
+        let mut buf = [0u8; 12];
+        r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, BYTES);
+    }
+
+    #[test]
+    fn test_impossible_len() {
+        assert_eq!(
+            Packet::new_checked(&BYTES[..11]).unwrap_err(),
+            Error::Truncated
+        );
+    }
+
+    #[test]
+    fn test_bad_tver() {
+        let mut b = BYTES;
+        b[1] |= 0x01;
+        assert_eq!(
+            Repr::parse(&Packet::new_unchecked(&b[..])),
+            Err(Error::BadTver(1))
+        );
+    }
+
+    #[test]
+    fn new_is_rxe_default() {
+        let r = Repr::new(Opcode::RC_ACKNOWLEDGE, 0x1_0011, Psn::new(5));
+        let mut buf = [0u8; 12];
+        r.emit(&mut Packet::new_unchecked(&mut buf[..]));
+        assert_eq!(buf, [0x11, 0, 0xff, 0xff, 0, 0x01, 0x00, 0x11, 0, 0, 0, 5]);
+    }
+}

@@ -1,0 +1,1 @@
+//! L2–L4 framing (todo)

@@ -1,0 +1,60 @@
+//! # roce-wire: the RoCEv2 wire format, to the bit
+//!
+//! Two layers, in the style of smoltcp's `wire` module:
+//!
+//! * **Packet views** (`bth::Packet<T>`, `reth::Packet<T>`, …) are zero-copy, typed windows over
+//!   bytes. `new_unchecked` wraps a buffer, `check_len` validates its length, and once `check_len`
+//!   has returned `Ok` no accessor or setter can panic. `new_checked` does both and is what
+//!   untrusted input must go through. Views judge nothing: they expose every field ever defined.
+//! * **Reprs** (`bth::Repr`, `transport::Repr`, …) are the high-level meaning of a well-formed
+//!   packet. `Repr::parse` never panics; `Repr::emit` never panics on a buffer of exactly
+//!   `buffer_len()` bytes.
+//!
+//! The [`opcode`] table (256 entries, as in the kernel's `rxe_opcode.c`) drives header layout:
+//! nobody computes header offsets by hand. [`Psn`] is a 24-bit serial number. [`icrc`]
+//! computes the invariant CRC over masked IPv4/IPv6/GRH, UDP and BTH headers exactly as kernel
+//! rxe and ConnectX do. With the default `std` feature, [`frame`] finds RoCE inside Ethernet,
+//! 802.1Q, Linux cooked and raw-IP frames (L2–L4 parsed by `pnet_packet`), and [`pcap`] reads
+//! pcap/pcapng and writes pcap files that Wireshark dissects as InfiniBand.
+//!
+//! The crate has no `unsafe` and allocates nothing on the parse/emit path.
+#![cfg_attr(not(feature = "std"), no_std)]
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod aeth;
+pub mod atomic_ack_eth;
+pub mod atomic_eth;
+pub mod bth;
+pub mod cnp;
+pub mod deth;
+mod error;
+mod field;
+pub mod icrc;
+pub mod ieth;
+pub mod immdt;
+pub mod opcode;
+mod psn;
+pub mod rdeth;
+pub mod reth;
+pub mod transport;
+
+#[cfg(feature = "std")]
+pub mod frame;
+#[cfg(feature = "std")]
+pub mod pcap;
+
+pub use error::{Error, Result};
+pub use opcode::{OpFlags, OpInfo, Opcode, Support, Transport};
+pub use psn::Psn;
+
+/// UDP destination port of RoCEv2 (IANA "roce").
+pub const ROCE_V2_UDP_PORT: u16 = 4791;
+/// EtherType of RoCEv1 (GRH + BTH directly over Ethernet).
+pub const ROCE_V1_ETHERTYPE: u16 = 0x8915;
+/// Default partition key, full member (`0xFFFF`), which rxe always sends.
+pub const DEFAULT_PKEY: u16 = 0xFFFF;
+/// Size of the invariant CRC trailer.
+pub const ICRC_LEN: usize = 4;
+/// UDP source port base of rxe: `0xC000 | hash(qpn)`.
+pub const ROCE_V2_SPORT_BASE: u16 = 0xC000;
