@@ -658,8 +658,8 @@ mod test {
                 assert!(i.name.is_empty());
             }
         }
-        // RC 25 + UC 12 + UD 2 + CNP 1 + RD 22 + XRC 24
-        assert_eq!(known, 25 + 12 + 2 + 1 + 22 + 24);
+        // RC 25 + UC 12 + UD 2 + CNP 1 + RD 22 + XRC 23
+        assert_eq!(known, 25 + 12 + 2 + 1 + 22 + 23);
     }
 
     #[test]
