@@ -1,1 +1,2 @@
 //! roce-provider: verbs API, datapath and CLI.
+pub mod udp;

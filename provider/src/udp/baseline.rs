@@ -1,0 +1,1 @@
+//! Raw UDP baseline (todo).

@@ -1,0 +1,240 @@
+//! An `AF_PACKET` receiver that sees whole IP packets, headers included (needs `CAP_NET_RAW`).
+//!
+//! A UDP socket cannot see the IPv4 identification, so it cannot verify the ICRC of IPv4 packets
+//! from senders that do not use identification 0 (kernel rxe). A [`Capture`] can: every
+//! [`Captured`] packet carries its real IP header. The capture tests use it to establish what the
+//! kernel puts on the wire for our sockets (`udp/README.md`).
+//!
+//! It is a diagnostic and verification tool, not a fast path: it copies each packet it returns.
+//! Packets are filtered in code (no BPF): IPv4/IPv6 carrying UDP.
+
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, Instant};
+
+use socket2::{Domain, Protocol, Type};
+
+use super::sys;
+
+const ETH_P_ALL: u16 = 0x0003;
+/// `sll_pkttype` of packets this host sends.
+pub const PACKET_OUTGOING: u8 = 4;
+
+/// One captured UDP packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Captured {
+    /// `sll_pkttype` (`PACKET_HOST` = 0, [`PACKET_OUTGOING`] = 4, ...).
+    pub pkttype: u8,
+    /// The IP header (20 bytes for IPv4 without options, 40 for IPv6).
+    pub ip: Vec<u8>,
+    /// The UDP header.
+    pub udp: [u8; 8],
+    /// The UDP payload (as captured; for an unsegmented GSO packet, all segments).
+    pub payload: Vec<u8>,
+}
+
+impl Captured {
+    /// True for IPv4.
+    pub fn is_ipv4(&self) -> bool {
+        self.ip.first().map(|b| b >> 4) == Some(4)
+    }
+    /// IPv4 identification (`None` for IPv6).
+    pub fn ip_id(&self) -> Option<u16> {
+        self.is_ipv4()
+            .then(|| u16::from_be_bytes([self.ip[4], self.ip[5]]))
+    }
+    /// IPv4 Don't Fragment flag.
+    pub fn df(&self) -> bool {
+        self.is_ipv4() && self.ip[6] & 0x40 != 0
+    }
+    /// IPv4 total length / IPv6 payload length field.
+    pub fn ip_len_field(&self) -> u16 {
+        if self.is_ipv4() {
+            u16::from_be_bytes([self.ip[2], self.ip[3]])
+        } else {
+            u16::from_be_bytes([self.ip[4], self.ip[5]])
+        }
+    }
+    /// IPv4 TOS / IPv6 traffic class.
+    pub fn tos(&self) -> u8 {
+        if self.is_ipv4() {
+            self.ip[1]
+        } else {
+            ((u16::from_be_bytes([self.ip[0], self.ip[1]]) >> 4) & 0xFF) as u8
+        }
+    }
+    /// TTL / hop limit.
+    pub fn ttl(&self) -> u8 {
+        if self.is_ipv4() {
+            self.ip[8]
+        } else {
+            self.ip[7]
+        }
+    }
+    /// Source address and port.
+    pub fn src(&self) -> SocketAddr {
+        let port = u16::from_be_bytes([self.udp[0], self.udp[1]]);
+        SocketAddr::new(self.addr(true), port)
+    }
+    /// Destination address and port.
+    pub fn dst(&self) -> SocketAddr {
+        let port = u16::from_be_bytes([self.udp[2], self.udp[3]]);
+        SocketAddr::new(self.addr(false), port)
+    }
+    fn addr(&self, src: bool) -> IpAddr {
+        if self.is_ipv4() {
+            let o = if src { 12 } else { 16 };
+            IpAddr::from(<[u8; 4]>::try_from(&self.ip[o..o + 4]).unwrap())
+        } else {
+            let o = if src { 8 } else { 24 };
+            IpAddr::from(<[u8; 16]>::try_from(&self.ip[o..o + 16]).unwrap())
+        }
+    }
+    /// UDP length field.
+    pub fn udp_len(&self) -> u16 {
+        u16::from_be_bytes([self.udp[4], self.udp[5]])
+    }
+    /// UDP checksum field.
+    pub fn udp_checksum(&self) -> u16 {
+        u16::from_be_bytes([self.udp[6], self.udp[7]])
+    }
+    /// Verifies the RoCE ICRC over the real headers.
+    pub fn verify_icrc(&self) -> roce_wire::Result<()> {
+        let net = if self.is_ipv4() {
+            roce_wire::icrc::Network::Ipv4 {
+                ip: &self.ip,
+                udp: &self.udp,
+            }
+        } else {
+            roce_wire::icrc::Network::Ipv6 {
+                ip: &self.ip,
+                udp: &self.udp,
+            }
+        };
+        roce_wire::icrc::verify(net, &self.payload)
+    }
+}
+
+/// Parses an IP packet (network header first) carrying UDP. `None` for anything else.
+pub fn parse_udp(pkt: &[u8], pkttype: u8) -> Option<Captured> {
+    let v = pkt.first()? >> 4;
+    let (ihl, proto) = match v {
+        4 => ((pkt[0] & 0x0F) as usize * 4, *pkt.get(9)?),
+        6 => (40, *pkt.get(6)?),
+        _ => return None,
+    };
+    if proto != 17 || pkt.len() < ihl + 8 || ihl < 20 {
+        return None;
+    }
+    let udp: [u8; 8] = pkt[ihl..ihl + 8].try_into().ok()?;
+    Some(Captured {
+        pkttype,
+        ip: pkt[..ihl].to_vec(),
+        udp,
+        payload: pkt[ihl + 8..].to_vec(),
+    })
+}
+
+/// A packet socket receiving every IP packet on every interface of the current network
+/// namespace, network header first (`SOCK_DGRAM`).
+pub struct Capture {
+    sock: socket2::Socket,
+    buf: Vec<u8>,
+}
+
+impl Capture {
+    /// Opens the capture socket. Fails with `PermissionDenied` without `CAP_NET_RAW`.
+    pub fn open() -> io::Result<Capture> {
+        let proto = Protocol::from(ETH_P_ALL.to_be() as i32);
+        let sock = socket2::Socket::new(Domain::PACKET, Type::DGRAM, Some(proto))?;
+        let _ = sock.set_recv_buffer_size(16 << 20);
+        Ok(Capture {
+            sock,
+            buf: vec![0u8; 256 * 1024],
+        })
+    }
+
+    /// The next UDP packet that `keep` accepts, waiting at most `timeout` in total.
+    pub fn next_udp(
+        &mut self,
+        timeout: Duration,
+        mut keep: impl FnMut(&Captured) -> bool,
+    ) -> io::Result<Option<Captured>> {
+        let end = Instant::now() + timeout;
+        loop {
+            let now = Instant::now();
+            if now >= end {
+                return Ok(None);
+            }
+            self.sock
+                .set_read_timeout(Some((end - now).max(Duration::from_millis(1))))?;
+            let (n, ty) = match sys::recv_packet(&self.sock, &mut self.buf) {
+                Ok(x) => x,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::WouldBlock
+                            | io::ErrorKind::TimedOut
+                            | io::ErrorKind::Interrupted
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e),
+            };
+            let n = n.min(self.buf.len());
+            if let Some(c) = parse_udp(&self.buf[..n], ty) {
+                if keep(&c) {
+                    return Ok(Some(c));
+                }
+            }
+        }
+    }
+
+    /// Collects up to `count` packets accepted by `keep` (fewer if `timeout` passes).
+    pub fn collect(
+        &mut self,
+        count: usize,
+        timeout: Duration,
+        mut keep: impl FnMut(&Captured) -> bool,
+    ) -> io::Result<Vec<Captured>> {
+        let end = Instant::now() + timeout;
+        let mut v = Vec::new();
+        while v.len() < count {
+            let left = end.saturating_duration_since(Instant::now());
+            match self.next_udp(left, &mut keep)? {
+                Some(c) => v.push(c),
+                None => break,
+            }
+        }
+        Ok(v)
+    }
+}
+
+/// Runs `f` on a new thread inside a fresh network namespace whose `lo` is up (root only;
+/// uses `unshare(CLONE_NEWNET)` on that thread and the `ip` command). With `no_gso`, `lo`'s
+/// `gso_max_segs` is set to 1 so the kernel segments GSO sends in software *before* packet
+/// taps see them, making each segment's real headers visible to a [`Capture`].
+pub fn in_private_netns<T: Send + 'static>(
+    no_gso: bool,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> io::Result<T> {
+    std::thread::spawn(move || -> io::Result<T> {
+        sys::unshare_net()?;
+        let ip = |args: &[&str]| -> io::Result<()> {
+            let st = std::process::Command::new("ip").args(args).status()?;
+            if st.success() {
+                Ok(())
+            } else {
+                Err(io::Error::other(format!("ip {args:?}: {st}")))
+            }
+        };
+        ip(&["link", "set", "lo", "up"])?;
+        if no_gso {
+            ip(&["link", "set", "lo", "gso_max_segs", "1"])?;
+        }
+        Ok(f())
+    })
+    .join()
+    .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}

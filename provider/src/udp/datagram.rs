@@ -1,0 +1,306 @@
+//! Datagram metadata shapes shared with the NIC engine, and the preallocated receive batch.
+
+use std::net::{IpAddr, SocketAddr};
+
+use super::cmsg::{self, AlignedBuf, RecvInfo};
+use super::headers::{gso_segment_ip_id, HeaderFacts, WireHeaders};
+use super::sys::RecvMeta;
+use roce_wire::ROCE_V2_UDP_PORT;
+
+/// One datagram (or, with `gso_size`, several equal-size datagrams) to send.
+///
+/// `payload` is the UDP payload, BTH .. ICRC, already complete. The ICRC must have been computed
+/// over the headers the kernel will really send: see [`super::Socket::wire_headers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutDatagram<'a> {
+    /// Destination IP (same family as the socket; the emulated peer NIC's address).
+    pub dst: IpAddr,
+    /// Destination UDP port (4791).
+    pub dst_port: u16,
+    /// The UDP source port asked for (rxe: `0xC000 + hash(qpn)`). Under
+    /// [`super::SourcePorts::Fixed`] the socket's own port is used instead.
+    pub src_port: u16,
+    /// IPv4 TOS / IPv6 traffic class (DSCP << 2 | ECN). `None`: the socket default (0).
+    pub tos: Option<u8>,
+    /// TTL / hop limit. `None`: the socket default (64).
+    pub ttl: Option<u8>,
+    /// BTH .. ICRC; or `n` segments back to back when `gso_size` is set.
+    pub payload: &'a [u8],
+    /// Send `payload` as segments of this many bytes (the last may be shorter), one UDP datagram
+    /// each, in one system call (UDP GSO). Without kernel GSO the socket splits it itself.
+    pub gso_size: Option<u16>,
+}
+
+impl<'a> OutDatagram<'a> {
+    /// A datagram to `dst:4791` with default TOS/TTL and no GSO.
+    pub fn new(dst: IpAddr, src_port: u16, payload: &'a [u8]) -> Self {
+        OutDatagram {
+            dst,
+            dst_port: ROCE_V2_UDP_PORT,
+            src_port,
+            tos: None,
+            ttl: None,
+            payload,
+            gso_size: None,
+        }
+    }
+
+    /// The number of UDP datagrams this describes.
+    pub fn segments(&self) -> usize {
+        match self.gso_size {
+            Some(g) if g > 0 && self.payload.len() > g as usize => {
+                self.payload.len().div_ceil(g as usize)
+            }
+            _ => 1,
+        }
+    }
+
+    /// The payload of segment `i` (`i < segments()`).
+    pub fn segment(&self, i: usize) -> &'a [u8] {
+        match self.gso_size {
+            Some(g) if self.segments() > 1 => {
+                let g = g as usize;
+                let s = i * g;
+                &self.payload[s..(s + g).min(self.payload.len())]
+            }
+            _ => self.payload,
+        }
+    }
+}
+
+/// One received UDP datagram (one GRO segment), borrowed from a [`RecvBatch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InDatagram<'a> {
+    /// Source IP and UDP port.
+    pub src: SocketAddr,
+    /// Destination IP of the IP header (from `IP_PKTINFO`; the socket's address if absent).
+    pub dst: IpAddr,
+    /// Destination UDP port (the socket's port).
+    pub dst_port: u16,
+    /// IPv4 TOS / IPv6 traffic class, when the kernel reported it.
+    pub tos: Option<u8>,
+    /// TTL / hop limit, when reported.
+    pub ttl: Option<u8>,
+    /// The IPv4 identification, if known. Always `None` from a UDP socket: the kernel does not
+    /// report it. See [`super::headers`] for what that means for the ICRC.
+    pub ip_id: Option<u16>,
+    /// BTH .. ICRC.
+    pub payload: &'a [u8],
+    /// Index of this datagram inside a GRO-coalesced buffer (0 without GRO).
+    pub gro_index: u16,
+    /// The datagram was cut because the buffer was too small.
+    pub truncated: bool,
+}
+
+impl InDatagram<'_> {
+    /// The IP and UDP headers this datagram most likely had on the wire, for ICRC checks: the
+    /// IPv4 identification is `ip_id` when known, else what our own senders use (0, or the GSO
+    /// rule applied to `gro_index`). Pair with [`super::check_icrc`] and an
+    /// [`super::IcrcPolicy`], since a foreign IPv4 sender's identification is unknowable here.
+    pub fn wire_headers(&self) -> WireHeaders {
+        WireHeaders::new(&HeaderFacts {
+            src: self.src.ip(),
+            dst: self.dst,
+            sport: self.src.port(),
+            dport: self.dst_port,
+            payload_len: self.payload.len(),
+            ip_id: self
+                .ip_id
+                .unwrap_or_else(|| gso_segment_ip_id(self.gro_index as usize)),
+            tos: self.tos.unwrap_or(0),
+            ttl: self.ttl.unwrap_or(64),
+        })
+    }
+}
+
+/// Default receive slot size: large enough for a 64 KiB GRO buffer.
+pub const GRO_SLOT: usize = 65536;
+/// Alignment of each receive slot.
+pub const SLOT_ALIGN: usize = 64;
+
+/// A reusable set of receive buffers for [`super::Socket::recv_batch`].
+///
+/// Each slot is `slot_size` bytes (default [`GRO_SLOT`]) and starts at a 64-byte-aligned address
+/// plus `headroom`. `headroom` lets a caller choose where the payload lands relative to a
+/// 64-byte boundary (e.g. `64 - 28` puts the data after BTH+RETH on a boundary), which avoids
+/// the misaligned-`memcpy` cliff described in `perf-facts.md` when copying it out.
+#[derive(Debug)]
+pub struct RecvBatch {
+    bufs: Vec<AlignedBuf>,
+    ctrl: Vec<AlignedBuf>,
+    pub(crate) meta: Vec<RecvMeta>,
+    pub(crate) info: Vec<RecvInfo>,
+    pub(crate) filled: usize,
+    headroom: usize,
+    pub(crate) local: SocketAddr,
+}
+
+impl RecvBatch {
+    /// `slots` buffers of [`GRO_SLOT`] bytes.
+    pub fn new(slots: usize) -> Self {
+        Self::with_layout(slots, GRO_SLOT, 0)
+    }
+
+    /// `slots` buffers of `slot_size` usable bytes each, starting `headroom` bytes past a 64-byte
+    /// boundary.
+    pub fn with_layout(slots: usize, slot_size: usize, headroom: usize) -> Self {
+        let slots = slots.clamp(1, 1024);
+        RecvBatch {
+            bufs: (0..slots)
+                .map(|_| AlignedBuf::new(slot_size + headroom, SLOT_ALIGN))
+                .collect(),
+            ctrl: (0..slots)
+                .map(|_| AlignedBuf::new(cmsg::RECV_SPACE, 8))
+                .collect(),
+            meta: vec![RecvMeta::default(); slots],
+            info: vec![RecvInfo::default(); slots],
+            filled: 0,
+            headroom,
+            local: SocketAddr::from(([0, 0, 0, 0], 0)),
+        }
+    }
+
+    /// Number of slots.
+    pub fn capacity(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Number of slots (buffers) filled by the last receive. A GRO slot holds several datagrams.
+    pub fn buffers(&self) -> usize {
+        self.filled
+    }
+
+    /// Total payload bytes in the last receive.
+    pub fn bytes(&self) -> usize {
+        self.meta[..self.filled].iter().map(|m| m.len).sum()
+    }
+
+    /// Highest `SO_RXQ_OVFL` drop count seen in the last receive (cumulative for the socket).
+    pub fn drops(&self) -> Option<u32> {
+        self.info[..self.filled]
+            .iter()
+            .filter_map(|i| i.drops)
+            .max()
+    }
+
+    /// Number of datagrams (after splitting GRO buffers) in the last receive.
+    pub fn datagrams(&self) -> usize {
+        (0..self.filled).map(|i| self.slot_segments(i)).sum()
+    }
+
+    fn slot_segments(&self, i: usize) -> usize {
+        let len = self.meta[i].len;
+        match self.info[i].gro_size {
+            Some(g) if g > 0 && len > g as usize => len.div_ceil(g as usize),
+            _ => 1,
+        }
+    }
+
+    /// The raw buffer of slot `i` (GRO-coalesced when `gro_size(i)` is set).
+    pub fn slot(&self, i: usize) -> &[u8] {
+        &self.bufs[i].as_slice()[self.headroom..self.headroom + self.meta[i].len]
+    }
+
+    /// The GRO segment size reported for slot `i`.
+    pub fn gro_size(&self, i: usize) -> Option<u16> {
+        self.info[i].gro_size
+    }
+
+    /// Iterates every datagram of the last receive, splitting GRO buffers into segments.
+    pub fn iter(&self) -> impl Iterator<Item = InDatagram<'_>> + '_ {
+        (0..self.filled).flat_map(move |i| {
+            let m = &self.meta[i];
+            let info = &self.info[i];
+            let data = self.slot(i);
+            let src = m.src.unwrap_or(self.local);
+            let dst = info.dst.unwrap_or(self.local.ip());
+            let truncated = m.flags & libc::MSG_TRUNC != 0;
+            split_gro(data, info.gro_size)
+                .enumerate()
+                .map(move |(k, payload)| InDatagram {
+                    src,
+                    dst,
+                    dst_port: self.local.port(),
+                    tos: info.tos,
+                    ttl: info.ttl,
+                    ip_id: None,
+                    payload,
+                    gro_index: k as u16,
+                    truncated,
+                })
+        })
+    }
+
+    #[allow(clippy::type_complexity)]
+    pub(crate) fn slots_mut(
+        &mut self,
+    ) -> (&mut [AlignedBuf], &mut [AlignedBuf], &mut [RecvMeta], usize) {
+        (
+            &mut self.bufs,
+            &mut self.ctrl,
+            &mut self.meta,
+            self.headroom,
+        )
+    }
+
+    pub(crate) fn control(&self, i: usize) -> &[u8] {
+        let n = self.meta[i].control_len.min(self.ctrl[i].len());
+        &self.ctrl[i].as_slice()[..n]
+    }
+}
+
+/// Splits a GRO buffer into its datagrams: equal `gro_size` pieces, the last possibly shorter.
+/// Without a segment size the whole buffer is one datagram.
+pub fn split_gro(buf: &[u8], gro_size: Option<u16>) -> impl Iterator<Item = &[u8]> {
+    let g = match gro_size {
+        Some(g) if g > 0 && buf.len() > g as usize => g as usize,
+        _ => buf.len().max(1),
+    };
+    buf.chunks(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gro_split_equal_and_short_tail() {
+        let b: Vec<u8> = (0..250u8).collect();
+        let parts: Vec<&[u8]> = split_gro(&b, Some(100)).collect();
+        assert_eq!(parts.len(), 3);
+        assert_eq!(parts[0], &b[..100]);
+        assert_eq!(parts[1], &b[100..200]);
+        assert_eq!(parts[2], &b[200..]);
+        assert_eq!(split_gro(&b, None).count(), 1);
+        assert_eq!(split_gro(&b, Some(250)).count(), 1);
+        assert_eq!(split_gro(&b, Some(0)).count(), 1);
+        assert_eq!(split_gro(&b[..200], Some(100)).count(), 2);
+        assert_eq!(split_gro(&[], Some(100)).count(), 0);
+    }
+
+    #[test]
+    fn out_datagram_segments() {
+        let p = [0u8; 250];
+        let mut d = OutDatagram::new("127.0.0.2".parse().unwrap(), 0xC000, &p);
+        assert_eq!(d.segments(), 1);
+        assert_eq!(d.segment(0).len(), 250);
+        d.gso_size = Some(100);
+        assert_eq!(d.segments(), 3);
+        assert_eq!(d.segment(2).len(), 50);
+        d.gso_size = Some(300);
+        assert_eq!(d.segments(), 1);
+    }
+
+    #[test]
+    fn recv_batch_layout() {
+        let mut b = RecvBatch::with_layout(4, 2048, 36);
+        assert_eq!(b.capacity(), 4);
+        let (bufs, _, _, h) = b.slots_mut();
+        for s in bufs.iter() {
+            assert_eq!(s.as_slice().as_ptr() as usize % SLOT_ALIGN, 0);
+            assert_eq!(s.len(), 2048 + 36);
+        }
+        assert_eq!(h, 36);
+        assert_eq!(b.iter().count(), 0);
+    }
+}

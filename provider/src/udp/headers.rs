@@ -1,0 +1,363 @@
+//! The IPv4/IPv6 and UDP headers the kernel puts in front of our payload, rebuilt byte for byte
+//! so that [`roce_wire::icrc`] can be computed on the send side and checked on the receive side.
+//!
+//! A UDP socket never sees the IP header. Everything the ICRC covers in it is known on both
+//! sides **except the IPv4 identification** on receive:
+//!
+//! | field (IPv4) | send side | receive side (UDP socket) |
+//! |---|---|---|
+//! | version/IHL, protocol 17, DF | fixed | fixed |
+//! | total length, UDP length | 28 + payload | 28 + payload |
+//! | addresses, ports | known | `recvmmsg` name + `IP_PKTINFO` |
+//! | identification | 0 for our unconnected DF sends (see `udp/README.md`) | **unknown**: assumed 0 |
+//! | TOS, TTL, checksums | masked by the ICRC | masked |
+//!
+//! Kernel rxe picks the identification with `__ip_select_ident` (nonzero, changing), so an
+//! IPv4 packet from kernel rxe can never be ICRC-verified from a UDP socket: [`IcrcPolicy`]
+//! says what to do then and [`IcrcCounters::not_verifiable`] counts those packets. IPv6 has no
+//! identification and masks traffic class, flow label and hop limit, so it is always verifiable.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use roce_wire::icrc::{self, Network, IPV4_HEADER_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN};
+
+/// The IP and UDP headers of one datagram as they appear on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WireHeaders {
+    ip: [u8; IPV6_HEADER_LEN],
+    ip_len: u8,
+    udp: [u8; UDP_HEADER_LEN],
+}
+
+/// Facts needed to rebuild the headers of one datagram.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HeaderFacts {
+    /// IP source address.
+    pub src: IpAddr,
+    /// IP destination address (same family as `src`).
+    pub dst: IpAddr,
+    /// UDP source port.
+    pub sport: u16,
+    /// UDP destination port (4791 for RoCEv2).
+    pub dport: u16,
+    /// UDP payload length: BTH .. ICRC inclusive.
+    pub payload_len: usize,
+    /// IPv4 identification (ignored for IPv6).
+    pub ip_id: u16,
+    /// IPv4 TOS / IPv6 traffic class (masked by the ICRC).
+    pub tos: u8,
+    /// TTL / hop limit (masked by the ICRC).
+    pub ttl: u8,
+}
+
+impl WireHeaders {
+    /// Builds the headers. Mixed address families fall back to IPv6 with mapped addresses.
+    pub fn new(f: &HeaderFacts) -> WireHeaders {
+        let ulen = (UDP_HEADER_LEN + f.payload_len) as u16;
+        let mut udp = [0u8; UDP_HEADER_LEN];
+        udp[0..2].copy_from_slice(&f.sport.to_be_bytes());
+        udp[2..4].copy_from_slice(&f.dport.to_be_bytes());
+        udp[4..6].copy_from_slice(&ulen.to_be_bytes());
+        // udp[6..8]: checksum 0 (what SO_NO_CHECK sends; masked by the ICRC anyway).
+        let mut ip = [0u8; IPV6_HEADER_LEN];
+        match (f.src, f.dst) {
+            (IpAddr::V4(s), IpAddr::V4(d)) => {
+                let tot = (IPV4_HEADER_LEN + UDP_HEADER_LEN + f.payload_len) as u16;
+                ip[0] = 0x45;
+                ip[1] = f.tos;
+                ip[2..4].copy_from_slice(&tot.to_be_bytes());
+                ip[4..6].copy_from_slice(&f.ip_id.to_be_bytes());
+                ip[6] = 0x40; // DF, fragment offset 0
+                ip[8] = f.ttl;
+                ip[9] = 17;
+                ip[12..16].copy_from_slice(&s.octets());
+                ip[16..20].copy_from_slice(&d.octets());
+                let c = ipv4_checksum(&ip[..IPV4_HEADER_LEN]);
+                ip[10..12].copy_from_slice(&c.to_be_bytes());
+                WireHeaders {
+                    ip,
+                    ip_len: IPV4_HEADER_LEN as u8,
+                    udp,
+                }
+            }
+            (s, d) => {
+                let s = to_v6(s);
+                let d = to_v6(d);
+                // version 6, traffic class, flow label 0 (what Linux sends for an unlabelled socket).
+                let w = (6u32 << 28) | ((f.tos as u32) << 20);
+                ip[0..4].copy_from_slice(&w.to_be_bytes());
+                ip[4..6].copy_from_slice(&ulen.to_be_bytes());
+                ip[6] = 17;
+                ip[7] = f.ttl;
+                ip[8..24].copy_from_slice(&s.octets());
+                ip[24..40].copy_from_slice(&d.octets());
+                WireHeaders {
+                    ip,
+                    ip_len: IPV6_HEADER_LEN as u8,
+                    udp,
+                }
+            }
+        }
+    }
+
+    /// The IP header bytes (20 or 40).
+    pub fn ip(&self) -> &[u8] {
+        &self.ip[..self.ip_len as usize]
+    }
+
+    /// The UDP header bytes.
+    pub fn udp(&self) -> &[u8] {
+        &self.udp
+    }
+
+    /// True for IPv4.
+    pub fn is_ipv4(&self) -> bool {
+        self.ip_len as usize == IPV4_HEADER_LEN
+    }
+
+    /// The view `icrc::compute`/`verify`/`fill` take.
+    pub fn network(&self) -> Network<'_> {
+        if self.is_ipv4() {
+            Network::Ipv4 {
+                ip: self.ip(),
+                udp: &self.udp,
+            }
+        } else {
+            Network::Ipv6 {
+                ip: self.ip(),
+                udp: &self.udp,
+            }
+        }
+    }
+
+    /// Computes and stores the ICRC in the last 4 bytes of `payload` (BTH .. ICRC).
+    pub fn fill_icrc(&self, payload: &mut [u8]) -> roce_wire::Result<u32> {
+        icrc::fill(self.network(), payload)
+    }
+
+    /// Verifies the ICRC at the end of `payload`.
+    pub fn verify_icrc(&self, payload: &[u8]) -> roce_wire::Result<()> {
+        icrc::verify(self.network(), payload)
+    }
+}
+
+fn to_v6(a: IpAddr) -> Ipv6Addr {
+    match a {
+        IpAddr::V4(v) => v.to_ipv6_mapped(),
+        IpAddr::V6(v) => v,
+    }
+}
+
+/// The IPv4 header checksum (RFC 791) of `h` with its checksum field taken as zero.
+pub fn ipv4_checksum(h: &[u8]) -> u16 {
+    let mut s = 0u32;
+    for (i, w) in h.chunks(2).enumerate() {
+        if i == 5 {
+            continue;
+        }
+        let v = if w.len() == 2 {
+            u16::from_be_bytes([w[0], w[1]])
+        } else {
+            (w[0] as u16) << 8
+        };
+        s += v as u32;
+    }
+    while s > 0xFFFF {
+        s = (s & 0xFFFF) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// What a receiver does with IPv4 packets whose identification it cannot see.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IcrcPolicy {
+    /// Verify assuming identification 0 (our own senders: unconnected, DF). A mismatch is a bad
+    /// ICRC and the packet is dropped. Right when every peer is this emulator.
+    Strict,
+    /// Verify assuming identification 0; on mismatch accept the packet as *not verifiable* and
+    /// count it (peers may be kernel rxe or hardware, whose identifications are nonzero).
+    #[default]
+    AssumeZeroElseAccept,
+    /// Do not check IPv4 ICRCs at all; count every IPv4 packet as not verifiable.
+    Trust,
+}
+
+/// The outcome of an ICRC check on receive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IcrcVerdict {
+    /// The ICRC matched.
+    Verified,
+    /// The ICRC did not match and the policy says drop.
+    Bad,
+    /// Accepted without verification (IPv4 identification unknown).
+    NotVerifiable,
+}
+
+impl IcrcVerdict {
+    /// True when the packet should be processed.
+    pub fn accept(self) -> bool {
+        !matches!(self, IcrcVerdict::Bad)
+    }
+}
+
+/// Counters of receive-side ICRC outcomes (relaxed atomics; share with `Arc`).
+#[derive(Debug, Default)]
+pub struct IcrcCounters {
+    /// Packets whose ICRC matched.
+    pub verified: AtomicU64,
+    /// Packets dropped for a bad ICRC.
+    pub bad: AtomicU64,
+    /// Packets accepted although the ICRC could not be verified ("ICRC not verifiable").
+    pub not_verifiable: AtomicU64,
+}
+
+impl IcrcCounters {
+    /// A snapshot `(verified, bad, not_verifiable)`.
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        (
+            self.verified.load(Ordering::Relaxed),
+            self.bad.load(Ordering::Relaxed),
+            self.not_verifiable.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// Checks the ICRC of a received payload whose headers were rebuilt as `h`, under `policy`,
+/// counting the outcome. `ip_id_known`: the identification in `h` is the real one (raw capture).
+pub fn check_icrc(
+    h: &WireHeaders,
+    ip_id_known: bool,
+    payload: &[u8],
+    policy: IcrcPolicy,
+    counters: &IcrcCounters,
+) -> IcrcVerdict {
+    let exact = !h.is_ipv4() || ip_id_known;
+    let v = if exact {
+        if h.verify_icrc(payload).is_ok() {
+            IcrcVerdict::Verified
+        } else {
+            IcrcVerdict::Bad
+        }
+    } else {
+        match policy {
+            IcrcPolicy::Trust => IcrcVerdict::NotVerifiable,
+            IcrcPolicy::Strict | IcrcPolicy::AssumeZeroElseAccept => {
+                if h.verify_icrc(payload).is_ok() {
+                    IcrcVerdict::Verified
+                } else if policy == IcrcPolicy::Strict {
+                    IcrcVerdict::Bad
+                } else {
+                    IcrcVerdict::NotVerifiable
+                }
+            }
+        }
+    };
+    let c = match v {
+        IcrcVerdict::Verified => &counters.verified,
+        IcrcVerdict::Bad => &counters.bad,
+        IcrcVerdict::NotVerifiable => &counters.not_verifiable,
+    };
+    c.fetch_add(1, Ordering::Relaxed);
+    v
+}
+
+/// The IPv4 identification the kernel gives segment `k` of one GSO send (one `sendmmsg` message)
+/// from an unconnected DF socket: the segmentation code (`inet_gso_segment`) numbers the
+/// segments `id, id+1, ...` from the super-packet's ID, which is 0. Plain sends: 0.
+/// Established by capture (`capture_tests::capture_gso_segment_ids`, `udp/README.md`).
+pub fn gso_segment_ip_id(k: usize) -> u16 {
+    (k as u16).wrapping_mul(GSO_IP_ID_STEP)
+}
+
+/// Increment of the IPv4 identification between consecutive GSO segments (see
+/// [`gso_segment_ip_id`]).
+pub const GSO_IP_ID_STEP: u16 = 1;
+
+/// `0.0.0.0` placeholder used when a receive lacks `IP_PKTINFO`.
+pub const UNSPECIFIED_V4: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hex(s: &str) -> Vec<u8> {
+        let s: String = s.split_whitespace().collect();
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    /// roce-spec-notes B.3 #4: rebuilding the headers from facts reproduces the real bytes
+    /// (checksums aside) and the ICRC.
+    #[test]
+    fn rebuilds_vector_headers() {
+        let d = hex("45020030000040004011b74cc0a8010ac0a80114 d00d12b7001c0000
+                     1100ffff8000001200000100 1f000001 abe1f3b6");
+        let h = WireHeaders::new(&HeaderFacts {
+            src: "192.168.1.10".parse().unwrap(),
+            dst: "192.168.1.20".parse().unwrap(),
+            sport: 0xd00d,
+            dport: 4791,
+            payload_len: d.len() - 28,
+            ip_id: 0,
+            tos: 2,
+            ttl: 64,
+        });
+        assert_eq!(h.ip(), &d[..20]);
+        assert_eq!(h.udp(), &d[20..28]);
+        h.verify_icrc(&d[28..]).unwrap();
+        let c = IcrcCounters::default();
+        let v = check_icrc(&h, false, &d[28..], IcrcPolicy::Strict, &c);
+        assert_eq!(v, IcrcVerdict::Verified);
+        // A kernel-rxe-like packet with a nonzero ID: not verifiable from a UDP socket.
+        let mut rxe = d.clone();
+        rxe[4..6].copy_from_slice(&0x1234u16.to_be_bytes());
+        roce_wire::icrc::fill_ipv4_datagram(&mut rxe).unwrap();
+        let v = check_icrc(&h, false, &rxe[28..], IcrcPolicy::AssumeZeroElseAccept, &c);
+        assert_eq!(v, IcrcVerdict::NotVerifiable);
+        assert!(v.accept());
+        let v = check_icrc(&h, false, &rxe[28..], IcrcPolicy::Strict, &c);
+        assert_eq!(v, IcrcVerdict::Bad);
+        let v = check_icrc(&h, false, &d[28..], IcrcPolicy::Trust, &c);
+        assert_eq!(v, IcrcVerdict::NotVerifiable);
+        assert_eq!(c.snapshot(), (1, 1, 2));
+    }
+
+    #[test]
+    fn ipv6_headers_and_fill() {
+        let d = hex(
+            "61a1234500201140 fe800000000000000000000000000001 fe800000000000000000000000000002
+                     c12312b700200000 0430ffff000000118000010068656c6c6f000000 d83bd84e",
+        );
+        let h = WireHeaders::new(&HeaderFacts {
+            src: "fe80::1".parse().unwrap(),
+            dst: "fe80::2".parse().unwrap(),
+            sport: 0xc123,
+            dport: 4791,
+            payload_len: d.len() - 48,
+            ip_id: 0,
+            tos: 0,
+            ttl: 1,
+        });
+        // Traffic class, flow label and hop limit differ from the capture but are masked.
+        h.verify_icrc(&d[48..]).unwrap();
+        let mut p = d[48..].to_vec();
+        let n = p.len();
+        p[n - 4..].fill(0);
+        h.fill_icrc(&mut p).unwrap();
+        assert_eq!(p, &d[48..]);
+        let c = IcrcCounters::default();
+        assert_eq!(
+            check_icrc(&h, false, &d[48..], IcrcPolicy::Trust, &c),
+            IcrcVerdict::Verified
+        );
+    }
+
+    #[test]
+    fn checksum_known_value() {
+        let h = hex("4500003c1c4640004006b1e6ac100a63ac100a0c");
+        assert_eq!(ipv4_checksum(&h), 0xb1e6);
+    }
+}

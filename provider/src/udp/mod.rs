@@ -1,0 +1,32 @@
+//! The UDP datapath: one UDP socket per emulated NIC, batched and GSO/GRO-aware.
+//!
+//! * [`Socket`] binds `ADDR:4791` (IPv4 or IPv6) for one emulated NIC and sends/receives batches
+//!   of [`OutDatagram`]/[`InDatagram`] with `sendmmsg`/`recvmmsg`, UDP GSO and UDP GRO.
+//! * [`headers`] rebuilds the IP/UDP headers the kernel sends, so the ICRC can be computed over
+//!   exactly those bytes on both sides, and decides what to do when it cannot ([`IcrcPolicy`]).
+//! * [`baseline`] measures what raw UDP on loopback can do, for benchmark ratios.
+//! * [`capture`] is an `AF_PACKET` receiver that sees full IP headers (used by the tests that
+//!   establish the IPv4 identification facts; needs `CAP_NET_RAW`).
+//!
+//! Findings (what the kernel actually puts on the wire) are in `provider/src/udp/README.md`.
+//!
+//! All `unsafe` code is in the private `sys` module, with its safety argument.
+#![deny(unsafe_code)]
+
+pub mod baseline;
+pub mod capture;
+pub mod cmsg;
+pub mod datagram;
+pub mod headers;
+mod socket;
+mod sys;
+
+pub use datagram::{split_gro, InDatagram, OutDatagram, RecvBatch, GRO_SLOT};
+pub use headers::{check_icrc, HeaderFacts, IcrcCounters, IcrcPolicy, IcrcVerdict, WireHeaders};
+pub use socket::{Features, Socket, SocketConfig, SourcePorts, Wait, MAX_GSO_SEGMENTS};
+
+#[cfg(test)]
+mod capture_tests;
+
+#[cfg(test)]
+mod tests;

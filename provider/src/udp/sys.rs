@@ -1,0 +1,393 @@
+//! The only `unsafe` code of the UDP datapath: thin wrappers over `sendmmsg`, `recvmmsg`,
+//! `setsockopt`/`getsockopt` on integers, `ppoll`, `sched_setaffinity` and `unshare`.
+//!
+//! # Safety argument (applies to every function here)
+//!
+//! * Every pointer handed to the kernel is derived, inside the wrapper, from a Rust borrow
+//!   (`&[u8]`, `&mut [u8]`, `&SockAddr`, `&mut Vec<_>`) that lives until the wrapper returns, and
+//!   the kernel does not keep any of them after the syscall returns. Lengths passed with a pointer
+//!   are the length of the same borrow, so the kernel never reads or writes outside it.
+//! * The `mmsghdr`/`iovec` arrays are plain-old-data scratch vectors owned by the caller. They are
+//!   cleared and refilled (never reallocated past their capacity between the fill and the syscall)
+//!   right before each call, so no stale pointer can survive from an earlier call.
+//! * Receive buffers are `&mut [u8]`: any byte pattern written by the kernel is a valid `u8`.
+//!   Sender addresses are written into `sockaddr_storage` values that we zero first; we read
+//!   them back as `sockaddr_in`/`sockaddr_in6` only after checking `ss_family` and
+//!   `msg_namelen`, and `sockaddr_storage` is large and aligned enough for both.
+//! * Integer socket options are passed as a pointer to a local `c_int` with its exact size.
+//! * The file descriptor comes from a live `socket2::Socket` borrowed for the duration of the call;
+//!   a stale or invalid descriptor can only make the kernel return `EBADF`.
+//!
+//! Everything above this module is safe Rust: control messages are encoded and decoded by
+//! [`super::cmsg`] on ordinary byte buffers.
+#![allow(unsafe_code)]
+
+use std::io;
+use std::mem;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::fd::{AsRawFd, RawFd};
+use std::time::Duration;
+
+use socket2::SockAddr;
+
+use super::cmsg::AlignedBuf;
+
+/// Linux socket option numbers that `libc` does not export for glibc targets.
+/// They are part of the stable kernel ABI (`include/uapi/linux/udp.h`, `asm-generic/socket.h`).
+pub(crate) mod consts {
+    use libc::c_int;
+    /// `SOL_UDP` (= `IPPROTO_UDP`).
+    pub const SOL_UDP: c_int = 17;
+    /// Disable UDP checksums for IPv6 sends (`UDP_NO_CHECK6_TX`).
+    pub const UDP_NO_CHECK6_TX: c_int = 101;
+    /// Accept zero UDP checksums on IPv6 receive (`UDP_NO_CHECK6_RX`).
+    pub const UDP_NO_CHECK6_RX: c_int = 102;
+    /// UDP generic segmentation offload: segment size (`UDP_SEGMENT`).
+    pub const UDP_SEGMENT: c_int = 103;
+    /// UDP generic receive offload (`UDP_GRO`).
+    pub const UDP_GRO: c_int = 104;
+    /// Send IPv4 UDP with a zero checksum (`SO_NO_CHECK`).
+    #[cfg(not(any(target_arch = "mips", target_arch = "mips64", target_arch = "sparc64")))]
+    pub const SO_NO_CHECK: c_int = 11;
+    /// `SO_SNDBUFFORCE` (generic value).
+    pub const SO_SNDBUFFORCE: c_int = 32;
+    /// `SO_RCVBUFFORCE` (generic value).
+    pub const SO_RCVBUFFORCE: c_int = 33;
+    /// Receive queue overflow (drop) counter as a control message (`SO_RXQ_OVFL`).
+    pub const SO_RXQ_OVFL: c_int = 40;
+}
+
+/// Sets an integer socket option.
+pub(crate) fn setsockopt_int(fd: &impl AsRawFd, level: i32, name: i32, val: i32) -> io::Result<()> {
+    let v: libc::c_int = val;
+    // SAFETY: pointer to a live local of exactly `size_of::<c_int>()` bytes (module docs).
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&v as *const libc::c_int).cast(),
+            mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Reads an integer socket option.
+pub(crate) fn getsockopt_int(fd: &impl AsRawFd, level: i32, name: i32) -> io::Result<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: pointer to a live local and its exact size (module docs).
+    let r = unsafe {
+        libc::getsockopt(
+            fd.as_raw_fd(),
+            level,
+            name,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if r == 0 {
+        Ok(v)
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// One datagram to hand to `sendmmsg`: destination, payload pieces, encoded control messages.
+pub(crate) struct SendMsg<'a> {
+    pub addr: &'a SockAddr,
+    pub data: &'a [u8],
+    pub control: &'a [u8],
+}
+
+/// Reusable scratch for [`sendmmsg`]; holds no pointers between calls.
+#[derive(Default)]
+pub(crate) struct SendScratch {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+}
+
+// SAFETY: the raw pointers inside are rewritten before every use and never dereferenced by us;
+// the scratch is only a capacity reservation, so moving it to another thread is harmless.
+unsafe impl Send for SendScratch {}
+
+/// `sendmmsg` of `n` messages described by `msg(i)`. Returns how many the kernel took (a prefix).
+/// `MSG_DONTWAIT` is always passed.
+pub(crate) fn sendmmsg<'a>(
+    fd: RawFd,
+    n: usize,
+    msg: impl Fn(usize) -> SendMsg<'a>,
+    scratch: &mut SendScratch,
+) -> io::Result<usize> {
+    let n = n.min(1024);
+    if n == 0 {
+        return Ok(0);
+    }
+    scratch.hdrs.clear();
+    scratch.iovs.clear();
+    scratch.hdrs.reserve(n);
+    scratch.iovs.reserve(n);
+    for i in 0..n {
+        let m = msg(i);
+        scratch.iovs.push(libc::iovec {
+            iov_base: m.data.as_ptr() as *mut libc::c_void,
+            iov_len: m.data.len(),
+        });
+        // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
+        let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
+        h.msg_hdr.msg_name = m.addr.as_ptr() as *mut libc::c_void;
+        h.msg_hdr.msg_namelen = m.addr.len();
+        h.msg_hdr.msg_iovlen = 1;
+        if !m.control.is_empty() {
+            h.msg_hdr.msg_control = m.control.as_ptr() as *mut libc::c_void;
+            h.msg_hdr.msg_controllen = m.control.len() as _;
+        }
+        scratch.hdrs.push(h);
+    }
+    // iovs is complete (reserved above, so never reallocated): now point each header at its iovec.
+    for (h, iov) in scratch.hdrs.iter_mut().zip(scratch.iovs.iter_mut()) {
+        h.msg_hdr.msg_iov = iov;
+    }
+    // SAFETY: every pointer in hdrs/iovs points into borrows ('a) that outlive this call
+    // (module docs); the kernel only reads them.
+    let r = unsafe {
+        libc::sendmmsg(
+            fd,
+            scratch.hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// What the kernel reported for one received message.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct RecvMeta {
+    pub len: usize,
+    pub control_len: usize,
+    pub flags: i32,
+    pub src: Option<SocketAddr>,
+}
+
+/// Reusable scratch for [`recvmmsg`].
+#[derive(Default)]
+pub(crate) struct RecvScratch {
+    hdrs: Vec<libc::mmsghdr>,
+    iovs: Vec<libc::iovec>,
+    names: Vec<libc::sockaddr_storage>,
+}
+
+// SAFETY: as for SendScratch.
+unsafe impl Send for RecvScratch {}
+
+/// `recvmmsg` with `MSG_DONTWAIT` into `bufs[i][headroom..]` with control space `ctrls[i]`.
+/// Fills `meta[i]` for each message received; returns the count.
+pub(crate) fn recvmmsg(
+    fd: RawFd,
+    bufs: &mut [AlignedBuf],
+    headroom: usize,
+    ctrls: &mut [AlignedBuf],
+    meta: &mut [RecvMeta],
+    scratch: &mut RecvScratch,
+) -> io::Result<usize> {
+    let n = bufs.len().min(ctrls.len()).min(meta.len()).min(1024);
+    if n == 0 {
+        return Ok(0);
+    }
+    scratch.hdrs.clear();
+    scratch.iovs.clear();
+    scratch.names.clear();
+    scratch.hdrs.reserve(n);
+    scratch.iovs.reserve(n);
+    scratch.names.reserve(n);
+    for i in 0..n {
+        let data = &mut bufs[i].as_mut_slice()[headroom..];
+        scratch.iovs.push(libc::iovec {
+            iov_base: data.as_mut_ptr().cast(),
+            iov_len: data.len(),
+        });
+        // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+        scratch.names.push(unsafe { mem::zeroed() });
+        // SAFETY: plain old data.
+        let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
+        h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        h.msg_hdr.msg_iovlen = 1;
+        let c = ctrls[i].as_mut_slice();
+        if !c.is_empty() {
+            h.msg_hdr.msg_control = c.as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = c.len() as _;
+        }
+        scratch.hdrs.push(h);
+    }
+    // The vectors are complete (reserved above): point the headers at their iovec and name.
+    for ((h, iov), name) in scratch
+        .hdrs
+        .iter_mut()
+        .zip(scratch.iovs.iter_mut())
+        .zip(scratch.names.iter_mut())
+    {
+        h.msg_hdr.msg_iov = iov;
+        h.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+    }
+    // SAFETY: every pointer is into a live exclusive borrow of the right length (module docs).
+    let r = unsafe {
+        libc::recvmmsg(
+            fd,
+            scratch.hdrs.as_mut_ptr(),
+            n as libc::c_uint,
+            libc::MSG_DONTWAIT,
+            std::ptr::null_mut(),
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let r = r as usize;
+    for i in 0..r {
+        let h = &scratch.hdrs[i];
+        meta[i] = RecvMeta {
+            len: h.msg_len as usize,
+            control_len: h.msg_hdr.msg_controllen as usize,
+            flags: h.msg_hdr.msg_flags,
+            src: storage_to_addr(&scratch.names[i], h.msg_hdr.msg_namelen),
+        };
+    }
+    Ok(r)
+}
+
+fn storage_to_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<SocketAddr> {
+    let len = len as usize;
+    match s.ss_family as i32 {
+        libc::AF_INET if len >= mem::size_of::<libc::sockaddr_in>() => {
+            // SAFETY: family checked, storage is larger and at least as aligned as sockaddr_in.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len >= mem::size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above for sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// Waits until `fd` is readable (`POLLIN`) or writable (`POLLOUT`), or `timeout` passes
+/// (`None`: forever). Returns `true` when ready. `EINTR` counts as "not ready".
+pub(crate) fn wait_fd(fd: RawFd, write: bool, timeout: Option<Duration>) -> io::Result<bool> {
+    let mut p = libc::pollfd {
+        fd,
+        events: if write { libc::POLLOUT } else { libc::POLLIN },
+        revents: 0,
+    };
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = match &ts {
+        Some(t) => t as *const libc::timespec,
+        None => std::ptr::null(),
+    };
+    // SAFETY: one live pollfd, a live timespec or null, null sigmask (module docs).
+    let r = unsafe { libc::ppoll(&mut p, 1, tsp, std::ptr::null()) };
+    if r < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(false);
+        }
+        return Err(e);
+    }
+    Ok(r > 0)
+}
+
+/// Pins the calling thread to one CPU. Best effort: errors are returned, not fatal.
+pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it (bounds checked by libc for
+    // cpu < CPU_SETSIZE, which we check first); sched_setaffinity reads it with its exact size.
+    unsafe {
+        if cpu >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::from(io::ErrorKind::InvalidInput));
+        }
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        libc::CPU_SET(cpu, &mut set);
+        if libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// Moves the calling *thread* into a new, empty network namespace (needs `CAP_SYS_ADMIN`).
+/// Only the loopback device exists there, down. Used by capture tests to observe the kernel's
+/// software GSO segmentation without touching the host's `lo`.
+pub(crate) fn unshare_net() -> io::Result<()> {
+    // SAFETY: no pointers; affects only the calling thread's namespace membership.
+    if unsafe { libc::unshare(libc::CLONE_NEWNET) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// `recvfrom` on an `AF_PACKET` socket: fills `buf`, returns the packet length (before any
+/// truncation) and `sll_pkttype` (`PACKET_HOST`, `PACKET_OUTGOING`, ...).
+pub(crate) fn recv_packet(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> {
+    // SAFETY: sockaddr_ll is plain old data; all-zero is valid.
+    let mut sll: libc::sockaddr_ll = unsafe { mem::zeroed() };
+    let mut slen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    // SAFETY: buf and sll are live exclusive borrows passed with their exact sizes; MSG_TRUNC
+    // makes the kernel return the real length but never write past `buf.len()`.
+    let r = unsafe {
+        libc::recvfrom(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            libc::MSG_TRUNC,
+            (&mut sll as *mut libc::sockaddr_ll).cast(),
+            &mut slen,
+        )
+    };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok((r as usize, sll.sll_pkttype))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cmsg_macros_agree_with_libc() {
+        for len in [0u32, 1, 2, 4, 8, 16, 20, 28] {
+            // SAFETY: pure arithmetic const fns.
+            let (space, clen) = unsafe { (libc::CMSG_SPACE(len), libc::CMSG_LEN(len)) };
+            assert_eq!(super::super::cmsg::space(len as usize), space as usize);
+            assert_eq!(super::super::cmsg::len(len as usize), clen as usize);
+        }
+    }
+
+    #[test]
+    fn constants_match_kernel_abi() {
+        assert_eq!(consts::SOL_UDP, libc::IPPROTO_UDP);
+        assert_eq!(consts::SO_RCVBUFFORCE, 33);
+    }
+}
