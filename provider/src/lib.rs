@@ -1,2 +1,4 @@
 //! roce-provider: verbs API, datapath and CLI.
 pub mod udp;
+
+pub mod decode;
