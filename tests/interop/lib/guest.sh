@@ -29,7 +29,7 @@ cmd_up() {
     check_lab_ip "${spec#*=}"
   done
 
-  LAB=${ROCE_LAB:-roce-lab-$(tr -dc 'a-z0-9' </dev/urandom | head -c 6)}
+  LAB=${ROCE_LAB:-roce-lab-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')}
   NS=$LAB MTU=$mtu
   LAB_DIR=$RUN_DIR/$LAB
   [ -e "$LAB_DIR" ] && die "lab $LAB already exists"
