@@ -1,0 +1,63 @@
+//! Per-device counters. The first block uses rxe's `rdma statistic` names verbatim
+//! (`rxe_hw_counters.c`); the second block counts every drop reason of this implementation.
+
+macro_rules! counters {
+    ($($(#[$m:meta])* $name:ident,)*) => {
+        /// Device counters (monotonic).
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        #[allow(missing_docs)]
+        pub struct Counters { $($(#[$m])* pub $name: u64,)* }
+        impl Counters {
+            /// `(name, value)` pairs in declaration order.
+            pub fn iter(&self) -> impl Iterator<Item = (&'static str, u64)> {
+                [$((stringify!($name), self.$name),)*].into_iter()
+            }
+        }
+    };
+}
+
+counters! {
+    sent_pkts,
+    rcvd_pkts,
+    duplicate_request,
+    out_of_seq_request,
+    rcvd_rnr_err,
+    send_rnr_err,
+    rcvd_seq_err,
+    ack_deferred,
+    retry_exceeded_err,
+    retry_rnr_exceeded_err,
+    completer_retry_err,
+    send_err,
+    link_downed,
+    rdma_sends,
+    rdma_recvs,
+    /// Datagrams whose ICRC did not match (dropped before anything else looked at them).
+    icrc_errors,
+    /// Datagrams accepted without ICRC verification (IPv4 ID unknown and policy `Skip`).
+    icrc_unverified,
+    /// Truncated / malformed transport headers.
+    malformed,
+    /// Reserved or unsupported opcodes, or an opcode whose transport does not match the QP.
+    bad_opcode,
+    /// Destination IP not ours.
+    bad_dst,
+    /// No such destination QP (or QP0/QP1).
+    no_qp,
+    /// QP not in a state that accepts the packet.
+    bad_state,
+    /// Source address does not match the connected QP's path.
+    bad_src,
+    /// P_Key mismatch (port `bad_pkey_cntr`).
+    bad_pkey,
+    /// UD Q_Key mismatch (port `qkey_viol_cntr`).
+    qkey_violation,
+    /// Responses the completer ignored (stale, unexpected).
+    resp_ignored,
+    /// Requests dropped silently (UC/UD errors, class D drops, duplicates without resource).
+    req_dropped,
+    /// Responder output jobs dropped because the per-QP response queue was full.
+    resp_queue_full,
+    /// Completions lost to a full CQ.
+    cq_overflow,
+}

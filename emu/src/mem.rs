@@ -1,0 +1,267 @@
+//! Registered memory. The core reaches application memory only through [`MemoryRegion`], after
+//! checking keys, protection domain, access flags and bounds itself (rxe `mr_check_range`), so
+//! the core needs no `unsafe` and can never touch bytes outside a registered region.
+//!
+//! Keys are `rand(8) << 24 | generation(12) << 12 | index(12)`: the random byte makes keys
+//! unpredictable, the per-slot generation makes a deregistered key fail forever (a slot whose
+//! generation would wrap is retired instead of reused), the index makes lookup O(1).
+use crate::verbs::{AccessFlags, Sge};
+use crate::Pd;
+use rand::Rng;
+use std::sync::{Arc, Mutex};
+
+/// Byte-addressed memory the NIC may read and write. Offsets are relative to the region's
+/// start; the core guarantees `off + len <= self.len()` on every call.
+pub trait MemoryRegion: Send + Sync {
+    /// Length in bytes.
+    fn len(&self) -> usize;
+    /// True when empty.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Copies `dst.len()` bytes at `off` into `dst`.
+    fn read(&self, off: usize, dst: &mut [u8]);
+    /// Copies `src` to `off`.
+    fn write(&self, off: usize, src: &[u8]);
+    /// Atomically: `old = *off; if old == cmp { *off = swap }; old` on a host-endian u64.
+    fn atomic_cmp_swap(&self, off: usize, cmp: u64, swap: u64) -> u64;
+    /// Atomically: `old = *off; *off = old + add; old` on a host-endian u64.
+    fn atomic_fetch_add(&self, off: usize, add: u64) -> u64;
+}
+
+/// A safe [`MemoryRegion`] over a Rust-owned buffer (tests, simulations, the Rust API).
+#[derive(Clone, Default)]
+pub struct VecMemory(Arc<Mutex<Vec<u8>>>);
+
+impl VecMemory {
+    /// `len` zero bytes.
+    pub fn new(len: usize) -> VecMemory {
+        VecMemory(Arc::new(Mutex::new(vec![0; len])))
+    }
+    /// Wraps existing bytes.
+    pub fn from_vec(v: Vec<u8>) -> VecMemory {
+        VecMemory(Arc::new(Mutex::new(v)))
+    }
+    /// A copy of the contents.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.lock().clone()
+    }
+    /// Overwrites `src.len()` bytes at `off` (application-side store).
+    pub fn store(&self, off: usize, src: &[u8]) {
+        self.lock()[off..off + src.len()].copy_from_slice(src)
+    }
+    /// Reads `len` bytes at `off` (application-side load).
+    pub fn load(&self, off: usize, len: usize) -> Vec<u8> {
+        self.lock()[off..off + len].to_vec()
+    }
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+impl MemoryRegion for VecMemory {
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        dst.copy_from_slice(&self.lock()[off..off + dst.len()])
+    }
+    fn write(&self, off: usize, src: &[u8]) {
+        self.lock()[off..off + src.len()].copy_from_slice(src)
+    }
+    fn atomic_cmp_swap(&self, off: usize, cmp: u64, swap: u64) -> u64 {
+        let mut g = self.lock();
+        let b = &mut g[off..off + 8];
+        let old = u64::from_ne_bytes(b.try_into().expect("8 bytes"));
+        if old == cmp {
+            b.copy_from_slice(&swap.to_ne_bytes());
+        }
+        old
+    }
+    fn atomic_fetch_add(&self, off: usize, add: u64) -> u64 {
+        let mut g = self.lock();
+        let b = &mut g[off..off + 8];
+        let old = u64::from_ne_bytes(b.try_into().expect("8 bytes"));
+        b.copy_from_slice(&old.wrapping_add(add).to_ne_bytes());
+        old
+    }
+}
+
+/// Handle of a registered memory region.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Mr {
+    /// Local key.
+    pub lkey: u32,
+    /// Remote key (0 when no remote access was requested, as rxe does).
+    pub rkey: u32,
+}
+
+pub(crate) struct MrEntry {
+    pub pd: Pd,
+    pub mem: Arc<dyn MemoryRegion>,
+    pub iova: u64,
+    pub len: u64,
+    pub access: AccessFlags,
+    pub key: u32,
+}
+
+struct Slot {
+    gen: u16,
+    retired: bool,
+    entry: Option<MrEntry>,
+}
+
+/// Why a memory access was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum MemErr {
+    /// Key unknown, wrong PD, missing permission or out of bounds.
+    Fault,
+    /// The scatter list is too small.
+    NoSpace,
+}
+
+const INDEX_BITS: u32 = 12;
+const GEN_BITS: u32 = 12;
+const MAX_SLOTS: usize = 1 << INDEX_BITS;
+
+/// The MR table of one NIC.
+#[derive(Default)]
+pub(crate) struct MrTable {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    live: usize,
+}
+
+impl MrTable {
+    pub fn live(&self) -> usize {
+        self.live
+    }
+
+    pub fn register(
+        &mut self,
+        rng: &mut impl Rng,
+        pd: Pd,
+        mem: Arc<dyn MemoryRegion>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Option<Mr> {
+        let idx = match self.free.pop() {
+            Some(i) => i,
+            None if self.slots.len() < MAX_SLOTS => {
+                self.slots.push(Slot { gen: 0, retired: false, entry: None });
+                (self.slots.len() - 1) as u32
+            }
+            None => return None,
+        };
+        let slot = &mut self.slots[idx as usize];
+        let key = (rng.gen::<u8>() as u32) << 24 | (slot.gen as u32) << INDEX_BITS | idx;
+        let len = mem.len() as u64;
+        slot.entry = Some(MrEntry { pd, mem, iova, len, access, key });
+        self.live += 1;
+        let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        Some(Mr { lkey: key, rkey: if access.intersects(remote) { key } else { 0 } })
+    }
+
+    pub fn deregister(&mut self, lkey: u32) -> bool {
+        let idx = (lkey & ((1 << INDEX_BITS) - 1)) as usize;
+        let Some(slot) = self.slots.get_mut(idx) else { return false };
+        if slot.entry.as_ref().map(|e| e.key) != Some(lkey) {
+            return false;
+        }
+        slot.entry = None;
+        self.live -= 1;
+        if slot.gen as u32 + 1 >= 1 << GEN_BITS {
+            slot.retired = true;
+        } else {
+            slot.gen += 1;
+            self.free.push(idx as u32);
+        }
+        true
+    }
+
+    /// Looks a key up; the full 32-bit key must match the live registration.
+    pub fn get(&self, key: u32) -> Option<&MrEntry> {
+        let idx = (key & ((1 << INDEX_BITS) - 1)) as usize;
+        let e = self.slots.get(idx)?.entry.as_ref()?;
+        (e.key == key).then_some(e)
+    }
+
+    pub fn pd_in_use(&self, pd: Pd) -> bool {
+        self.slots.iter().any(|s| s.entry.as_ref().is_some_and(|e| e.pd == pd))
+    }
+
+    /// Checks `key` in `pd` with `access` over `[va, va+len)`; returns the entry and the offset.
+    pub fn check(
+        &self,
+        key: u32,
+        pd: Pd,
+        access: AccessFlags,
+        va: u64,
+        len: u64,
+    ) -> Result<(&MrEntry, usize), MemErr> {
+        let e = self.get(key).ok_or(MemErr::Fault)?;
+        if e.pd != pd || !e.access.contains(access) {
+            return Err(MemErr::Fault);
+        }
+        let off = va.checked_sub(e.iova).ok_or(MemErr::Fault)?;
+        let end = off.checked_add(len).ok_or(MemErr::Fault)?;
+        if end > e.len {
+            return Err(MemErr::Fault);
+        }
+        Ok((e, off as usize))
+    }
+
+    /// Copies `dst.len()` bytes starting `off` bytes into the gather list `sges` into `dst`.
+    /// Local reads need no access flag (rxe: lkey lookup with access 0).
+    pub fn gather(&self, pd: Pd, sges: &[Sge], mut off: u64, mut dst: &mut [u8]) -> Result<(), MemErr> {
+        for s in sges {
+            if dst.is_empty() {
+                break;
+            }
+            let l = s.length as u64;
+            if off >= l {
+                off -= l;
+                continue;
+            }
+            let n = ((l - off) as usize).min(dst.len());
+            let (e, o) = self.check(s.lkey, pd, AccessFlags::EMPTY, s.addr + off, n as u64)?;
+            e.mem.read(o, &mut dst[..n]);
+            dst = &mut dst[n..];
+            off = 0;
+        }
+        if dst.is_empty() {
+            Ok(())
+        } else {
+            Err(MemErr::NoSpace)
+        }
+    }
+
+    /// Copies `src` to `off` bytes into the scatter list `sges` (needs LOCAL_WRITE).
+    pub fn scatter(&self, pd: Pd, sges: &[Sge], mut off: u64, mut src: &[u8]) -> Result<(), MemErr> {
+        for s in sges {
+            if src.is_empty() {
+                break;
+            }
+            let l = s.length as u64;
+            if off >= l {
+                off -= l;
+                continue;
+            }
+            let n = ((l - off) as usize).min(src.len());
+            let (e, o) = self.check(s.lkey, pd, AccessFlags::LOCAL_WRITE, s.addr + off, n as u64)?;
+            e.mem.write(o, &src[..n]);
+            src = &src[n..];
+            off = 0;
+        }
+        if src.is_empty() {
+            Ok(())
+        } else {
+            Err(MemErr::NoSpace)
+        }
+    }
+}
+
+/// Total length of a scatter/gather list (saturating).
+pub(crate) fn sge_total(sges: &[Sge]) -> u64 {
+    sges.iter().map(|s| s.length as u64).sum()
+}

@@ -1,0 +1,664 @@
+//! One emulated RDMA device: object tables, the verbs-side API, datagram dispatch (rxe
+//! `rxe_recv.c`) and the sans-IO output surface.
+//!
+//! Call order, as quinn documents it: after any `handle_*` or verbs call, drain
+//! [`Nic::poll_transmit`] until it returns `None`, then ask [`Nic::poll_timeout`] when to call
+//! [`Nic::handle_timeout`]; completions come out of [`Nic::poll_cq`], async events out of
+//! [`Nic::poll_event`], CQ notifications out of [`Nic::poll_comp_event`]. `now` must never
+//! decrease between calls.
+use crate::counters::Counters;
+use crate::mem::{MemoryRegion, Mr, MrTable};
+use crate::net::{IcrcPolicy, RxMeta, Transmit};
+use crate::qp::{Ctx, Qp};
+use crate::queue::{CqState, RecvQueue, SendWqe, SrqState, WqeState};
+use crate::slab::Slab;
+use crate::time::Instant;
+use crate::verbs::*;
+use crate::{Ah, Cq, Error, Pd, Result, Srq};
+use rand::rngs::SmallRng;
+use rand::SeedableRng;
+use roce_wire::opcode::Transport;
+use roce_wire::transport::{Packet, Repr};
+use roce_wire::{OpFlags, Support};
+use std::collections::{BTreeMap, VecDeque};
+use std::net::{IpAddr, Ipv6Addr};
+use std::sync::Arc;
+
+/// Device configuration.
+#[derive(Clone, Debug)]
+pub struct NicConfig {
+    /// The device's IP address (GID index 1 for IPv4 as `::ffff:a.b.c.d`, index 0 is link-local).
+    pub ip: IpAddr,
+    /// MAC address (for the link-local GID, `fe80::` + EUI-64, as rxe shows it).
+    pub mac: [u8; 6],
+    /// Netdev MTU; the active IB MTU is the largest that fits after 80 header bytes.
+    pub netdev_mtu: u32,
+    /// What to do when the IPv4 ID of a received datagram is unknown.
+    pub icrc_policy: IcrcPolicy,
+    /// Seed for keys (and anything else random), for reproducible runs.
+    pub seed: u64,
+    /// Device limits (rxe's defaults).
+    pub device_attr: DeviceAttr,
+}
+
+impl NicConfig {
+    /// Defaults for a device at `ip` (MTU 1500 → IB MTU 1024, as rxe on a standard netdev).
+    pub fn new(ip: IpAddr) -> NicConfig {
+        let o = match ip {
+            IpAddr::V4(v) => v.octets().to_vec(),
+            IpAddr::V6(v) => v.octets()[12..].to_vec(),
+        };
+        NicConfig {
+            ip,
+            mac: [0x02, 0x00, o[0], o[1], o[2], o[3]],
+            netdev_mtu: 1500,
+            icrc_policy: IcrcPolicy::AssumeZeroId,
+            seed: 0x5eed,
+            device_attr: DeviceAttr::default(),
+        }
+    }
+}
+
+macro_rules! ctx {
+    ($s:ident) => {
+        Ctx {
+            mrs: &$s.mrs,
+            cqs: &mut $s.cqs,
+            srqs: &mut $s.srqs,
+            ahs: &$s.ahs,
+            ctr: &mut $s.ctr,
+            events: &mut $s.events,
+            comp_events: &mut $s.comp_events,
+            gids: &$s.gids,
+            port_mtu: $s.port_mtu,
+        }
+    };
+}
+
+/// An emulated RoCEv2 device (sans-IO).
+pub struct Nic {
+    cfg: NicConfig,
+    gids: Vec<Gid>,
+    rng: SmallRng,
+    pds: Slab<()>,
+    mrs: MrTable,
+    cqs: Slab<CqState>,
+    srqs: Slab<SrqState>,
+    ahs: Slab<(Pd, AhAttr)>,
+    qps: BTreeMap<u32, Qp>,
+    next_qpn: u32,
+    ready: VecDeque<u32>,
+    events: VecDeque<AsyncEvent>,
+    comp_events: VecDeque<Cq>,
+    ctr: Counters,
+    port_mtu: u32,
+    active_mtu: Mtu,
+    span: tracing::Span,
+}
+
+const MIN_QPN: u32 = 17;
+const MAX_QPN: u32 = 0x20000;
+
+impl Nic {
+    /// A device with `cfg`.
+    pub fn new(cfg: NicConfig) -> Nic {
+        let m = cfg.mac;
+        let ll = Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        let gids = vec![ll.octets(), gid_from_ip(cfg.ip)];
+        let active_mtu = Mtu::from_netdev_mtu(cfg.netdev_mtu);
+        let span = tracing::debug_span!("nic", ip = %cfg.ip);
+        Nic {
+            rng: SmallRng::seed_from_u64(cfg.seed),
+            gids,
+            pds: Slab::default(),
+            mrs: MrTable::default(),
+            cqs: Slab::default(),
+            srqs: Slab::default(),
+            ahs: Slab::default(),
+            qps: BTreeMap::new(),
+            next_qpn: MIN_QPN,
+            ready: VecDeque::with_capacity(64),
+            events: VecDeque::new(),
+            comp_events: VecDeque::new(),
+            ctr: Counters::default(),
+            port_mtu: active_mtu.bytes(),
+            active_mtu,
+            span,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &NicConfig {
+        &self.cfg
+    }
+    /// `ibv_query_device`.
+    pub fn query_device(&self) -> DeviceAttr {
+        self.cfg.device_attr
+    }
+    /// `ibv_query_port` (port 1).
+    pub fn query_port(&self) -> PortAttr {
+        PortAttr {
+            state: 4,
+            max_mtu: Mtu::Mtu4096,
+            active_mtu: self.active_mtu,
+            gid_tbl_len: 1024,
+            port_cap_flags: 1 << 26, // RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP-ish: IB_PORT_... reported by rxe
+            max_msg_sz: 0x80_0000,
+            bad_pkey_cntr: self.ctr.bad_pkey as u32,
+            qkey_viol_cntr: self.ctr.qkey_violation as u32,
+            pkey_tbl_len: 64,
+            link_layer: 2,
+            phys_state: 5,
+        }
+    }
+    /// The GID table (index 0 link-local IPv6, index 1 the configured address).
+    pub fn gids(&self) -> &[Gid] {
+        &self.gids
+    }
+    /// `ibv_query_gid`: a zero GID for an empty slot, as libibverbs does.
+    pub fn query_gid(&self, index: usize) -> Gid {
+        self.gids.get(index).copied().unwrap_or([0; 16])
+    }
+    /// Counters.
+    pub fn counters(&self) -> &Counters {
+        &self.ctr
+    }
+
+    // ---------------------------------------------------------------- objects
+
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&mut self) -> Result<Pd> {
+        if self.pds.len() >= self.cfg.device_attr.max_pd as usize {
+            return Err(Error::NoMem);
+        }
+        self.pds.insert(()).map(Pd).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_dealloc_pd`: EBUSY while anything uses it.
+    pub fn dealloc_pd(&mut self, pd: Pd) -> Result<()> {
+        self.pds.get(pd.0).ok_or(Error::NotFound)?;
+        let used = self.mrs.pd_in_use(pd)
+            || self.qps.values().any(|q| q.pd == pd)
+            || self.ahs.iter().any(|(_, a)| a.0 == pd)
+            || self.srqs.iter().any(|(_, s)| s.pd == pd);
+        if used {
+            return Err(Error::Busy);
+        }
+        self.pds.remove(pd.0);
+        Ok(())
+    }
+
+    /// `ibv_reg_mr_iova2`: registers `mem` at address `iova`.
+    pub fn reg_mr(&mut self, pd: Pd, mem: Arc<dyn MemoryRegion>, iova: u64, access: AccessFlags) -> Result<Mr> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        // IBA: remote write/atomic need local write
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC) && !access.contains(AccessFlags::LOCAL_WRITE) {
+            return Err(Error::Invalid);
+        }
+        if iova.checked_add(mem.len() as u64).is_none() {
+            return Err(Error::Invalid);
+        }
+        if self.mrs.live() >= self.cfg.device_attr.max_mr as usize {
+            return Err(Error::NoMem);
+        }
+        self.mrs.register(&mut self.rng, pd, mem, iova, access).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_dereg_mr`: the keys never work again.
+    pub fn dereg_mr(&mut self, mr: Mr) -> Result<()> {
+        if self.mrs.deregister(mr.lkey) {
+            Ok(())
+        } else {
+            Err(Error::NotFound)
+        }
+    }
+
+    /// `ibv_create_cq`.
+    pub fn create_cq(&mut self, cqe: u32) -> Result<Cq> {
+        if cqe == 0 || cqe > self.cfg.device_attr.max_cqe || self.cqs.len() >= self.cfg.device_attr.max_cq as usize {
+            return Err(Error::Invalid);
+        }
+        self.cqs.insert(CqState::new(cqe)).map(Cq).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_destroy_cq`: EBUSY while a QP uses it.
+    pub fn destroy_cq(&mut self, cq: Cq) -> Result<()> {
+        let c = self.cqs.get(cq.0).ok_or(Error::NotFound)?;
+        if c.users > 0 {
+            return Err(Error::Busy);
+        }
+        self.cqs.remove(cq.0);
+        Ok(())
+    }
+
+    /// `ibv_req_notify_cq`: the next (solicited) completion queues a [`Nic::poll_comp_event`].
+    pub fn req_notify_cq(&mut self, cq: Cq, solicited_only: bool) -> Result<()> {
+        let c = self.cqs.get_mut(cq.0).ok_or(Error::NotFound)?;
+        c.armed = Some(solicited_only);
+        Ok(())
+    }
+
+    /// `ibv_poll_cq`: moves up to `wc.len()` completions out; returns how many.
+    pub fn poll_cq(&mut self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
+        let Some(c) = self.cqs.get_mut(cq.0) else { return 0 };
+        let mut n = 0;
+        while n < wc.len() {
+            let Some(w) = c.q.pop_front() else { break };
+            wc[n] = w;
+            n += 1;
+        }
+        n
+    }
+
+    /// `ibv_create_srq`.
+    pub fn create_srq(&mut self, pd: Pd, attr: SrqAttr) -> Result<Srq> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        let d = &self.cfg.device_attr;
+        if attr.max_wr == 0 || attr.max_wr > d.max_srq_wr || attr.max_sge > d.max_srq_sge || attr.srq_limit > attr.max_wr {
+            return Err(Error::Invalid);
+        }
+        if self.srqs.len() >= d.max_srq as usize {
+            return Err(Error::NoMem);
+        }
+        let s = SrqState { pd, rq: RecvQueue::new(attr.max_wr, attr.max_sge), limit: attr.srq_limit, users: 0 };
+        self.srqs.insert(s).map(Srq).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_modify_srq` (only `srq_attr_mask::LIMIT`; resizing is not supported).
+    pub fn modify_srq(&mut self, srq: Srq, attr: SrqAttr, mask: u32) -> Result<()> {
+        let s = self.srqs.get_mut(srq.0).ok_or(Error::NotFound)?;
+        if mask & srq_attr_mask::MAX_WR != 0 {
+            return Err(Error::NotSupported);
+        }
+        if mask & srq_attr_mask::LIMIT != 0 {
+            if attr.srq_limit > s.rq.cap() {
+                return Err(Error::Invalid);
+            }
+            s.limit = attr.srq_limit;
+        }
+        Ok(())
+    }
+
+    /// `ibv_query_srq`.
+    pub fn query_srq(&self, srq: Srq) -> Result<SrqAttr> {
+        let s = self.srqs.get(srq.0).ok_or(Error::NotFound)?;
+        Ok(SrqAttr { max_wr: s.rq.cap(), max_sge: s.rq.max_sge as u32, srq_limit: s.limit })
+    }
+
+    /// `ibv_destroy_srq`.
+    pub fn destroy_srq(&mut self, srq: Srq) -> Result<()> {
+        let s = self.srqs.get(srq.0).ok_or(Error::NotFound)?;
+        if s.users > 0 {
+            return Err(Error::Busy);
+        }
+        self.srqs.remove(srq.0);
+        Ok(())
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(&mut self, srq: Srq, wr: &RecvWr<'_>) -> Result<()> {
+        let s = self.srqs.get_mut(srq.0).ok_or(Error::NotFound)?;
+        if wr.sg_list.len() > s.rq.max_sge {
+            return Err(Error::Invalid);
+        }
+        if !s.rq.push(wr.wr_id, wr.sg_list) {
+            return Err(Error::NoMem);
+        }
+        Ok(())
+    }
+
+    /// `ibv_create_ah`.
+    pub fn create_ah(&mut self, pd: Pd, attr: AhAttr) -> Result<Ah> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        crate::qp::Path::from_av(&attr, &self.gids).ok_or(Error::Invalid)?;
+        if self.ahs.len() >= self.cfg.device_attr.max_ah as usize {
+            return Err(Error::NoMem);
+        }
+        self.ahs.insert((pd, attr)).map(Ah).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_destroy_ah`.
+    pub fn destroy_ah(&mut self, ah: Ah) -> Result<()> {
+        self.ahs.remove(ah.0).map(|_| ()).ok_or(Error::NotFound)
+    }
+
+    /// `ibv_create_qp`: returns the QP number (17, 18, … allocated cyclically, as rxe does).
+    pub fn create_qp(&mut self, pd: Pd, init: &QpInitAttr) -> Result<u32> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        let d = &self.cfg.device_attr;
+        let c = init.cap;
+        if c.max_send_wr > d.max_qp_wr
+            || c.max_send_sge > d.max_sge
+            || c.max_inline_data > d.max_inline_data
+            || (init.srq.is_none() && (c.max_recv_wr > d.max_qp_wr || c.max_recv_sge > d.max_sge))
+        {
+            return Err(Error::Invalid);
+        }
+        if self.qps.len() >= d.max_qp as usize {
+            return Err(Error::NoMem);
+        }
+        self.cqs.get(init.send_cq.0).ok_or(Error::Invalid)?;
+        self.cqs.get(init.recv_cq.0).ok_or(Error::Invalid)?;
+        let mut srq_sge = 0;
+        if let Some(s) = init.srq {
+            let s = self.srqs.get(s.0).ok_or(Error::Invalid)?;
+            srq_sge = s.rq.max_sge;
+        }
+        let mut qpn = self.next_qpn;
+        while self.qps.contains_key(&qpn) {
+            qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
+        }
+        self.next_qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
+        let mut qp = Qp::new(qpn, pd, init, crate::net::rxe_udp_sport(qpn));
+        qp.resp.srq_sges.reserve_exact(srq_sge);
+        self.cqs.get_mut(init.send_cq.0).expect("checked").users += 1;
+        self.cqs.get_mut(init.recv_cq.0).expect("checked").users += 1;
+        if let Some(s) = init.srq {
+            self.srqs.get_mut(s.0).expect("checked").users += 1;
+        }
+        tracing::debug!(parent: &self.span, qpn, qp_type = ?init.qp_type, "create_qp");
+        self.qps.insert(qpn, qp);
+        Ok(qpn)
+    }
+
+    /// `ibv_destroy_qp`.
+    pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
+        let qp = self.qps.remove(&qpn).ok_or(Error::NotFound)?;
+        for cq in [qp.send_cq, qp.recv_cq] {
+            if let Some(c) = self.cqs.get_mut(cq.0) {
+                c.users -= 1;
+            }
+        }
+        if let Some(s) = qp.srq.and_then(|s| self.srqs.get_mut(s.0)) {
+            s.users -= 1;
+        }
+        Ok(())
+    }
+
+    /// `ibv_modify_qp` with the attribute-mask rules of C.11.
+    pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        let mut ctx = ctx!(self);
+        let _g = self.span.enter();
+        qp.modify(&mut ctx, attr, mask, Mtu::Mtu4096)?;
+        if !qp.in_ready {
+            qp.in_ready = true;
+            self.ready.push_back(qpn);
+        }
+        Ok(())
+    }
+
+    /// `ibv_query_qp`.
+    pub fn query_qp(&self, qpn: u32) -> Result<QpAttr> {
+        self.qps.get(&qpn).map(|q| q.query()).ok_or(Error::NotFound)
+    }
+
+    /// Per-QP memory: (state bytes, queue storage bytes).
+    pub fn qp_memory(&self, qpn: u32) -> Option<(usize, usize)> {
+        self.qps.get(&qpn).map(|q| (q.state_bytes(), q.queue_bytes()))
+    }
+
+    // ---------------------------------------------------------------- data path
+
+    /// `ibv_post_send` (one WR; the caller walks `next`). With `SendFlags::INLINE`, the data is
+    /// copied now from `inline_data` (or, when `None`, gathered through the SGEs' keys).
+    pub fn post_send(&mut self, qpn: u32, wr: &SendWr<'_>) -> Result<()> {
+        self.post_send_inline(qpn, wr, None)
+    }
+
+    /// [`Nic::post_send`] with explicit inline bytes (what a C caller's pointers hold).
+    pub fn post_send_inline(&mut self, qpn: u32, wr: &SendWr<'_>, inline_data: Option<&[u8]>) -> Result<()> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        if qp.state == QpState::Reset {
+            return Err(Error::Invalid);
+        }
+        let ok_op = match qp.qp_type {
+            QpType::Ud => matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm),
+            QpType::Uc => matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm),
+            QpType::Rc => true,
+        };
+        if !ok_op || wr.sg_list.len() > qp.cap.max_send_sge as usize {
+            return Err(Error::Invalid);
+        }
+        let inline = wr.send_flags.contains(SendFlags::INLINE) && !wr.opcode.is_rd_atomic();
+        let length: u64 = match (inline, inline_data) {
+            (true, Some(d)) => d.len() as u64,
+            _ => crate::mem::sge_total(wr.sg_list),
+        };
+        if wr.opcode.is_atomic() && (wr.remote_addr & 7 != 0 || length < 8) {
+            return Err(Error::Invalid);
+        }
+        if inline && length > qp.cap.max_inline_data as u64 {
+            return Err(Error::Invalid);
+        }
+        if length > 1 << 31 {
+            return Err(Error::Invalid);
+        }
+        let av = if qp.qp_type == QpType::Ud {
+            let ah = wr.ah.ok_or(Error::Invalid)?;
+            let (pd, a) = *self.ahs.get(ah.0).ok_or(Error::Invalid)?;
+            if pd != qp.pd {
+                return Err(Error::Invalid);
+            }
+            Some(a)
+        } else {
+            None
+        };
+        if qp.sq.len() >= qp.sq.cap() || qp.cap.max_send_wr == 0 {
+            return Err(Error::NoMem);
+        }
+        let t = qp.sq.tail;
+        let slot = qp.sq.slot(t);
+        if inline {
+            let dst = &mut qp.sq.inline[slot * qp.sq.max_inline..slot * qp.sq.max_inline + length as usize];
+            match inline_data {
+                Some(d) => dst.copy_from_slice(d),
+                None => self.mrs.gather(qp.pd, wr.sg_list, 0, dst).map_err(|_| Error::Invalid)?,
+            }
+        } else {
+            let ms = qp.sq.max_sge;
+            qp.sq.sges[slot * ms..slot * ms + wr.sg_list.len()].copy_from_slice(wr.sg_list);
+        }
+        let length = if wr.opcode.is_atomic() { 8 } else { length as u32 };
+        qp.sq.wqes[slot] = SendWqe {
+            wr_id: wr.wr_id,
+            opcode: wr.opcode,
+            flags: wr.send_flags,
+            imm: wr.imm_data,
+            inv_rkey: wr.invalidate_rkey,
+            remote_addr: wr.remote_addr,
+            rkey: wr.rkey,
+            compare_add: wr.compare_add,
+            swap: wr.swap,
+            av,
+            remote_qpn: wr.remote_qpn,
+            remote_qkey: wr.remote_qkey,
+            num_sge: if inline { 0 } else { wr.sg_list.len() as u16 },
+            inline,
+            length,
+            state: WqeState::Posted,
+            ..Default::default()
+        };
+        qp.sq.tail = t.wrapping_add(1);
+        if qp.state == QpState::Err {
+            let mut ctx = ctx!(self);
+            qp.flush(&mut ctx);
+        } else if !qp.in_ready {
+            qp.in_ready = true;
+            self.ready.push_back(qpn);
+        }
+        Ok(())
+    }
+
+    /// `ibv_post_recv`.
+    pub fn post_recv(&mut self, qpn: u32, wr: &RecvWr<'_>) -> Result<()> {
+        let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        if qp.state == QpState::Reset {
+            return Err(Error::Invalid);
+        }
+        let rq = qp.rq.as_mut().ok_or(Error::Invalid)?;
+        if wr.sg_list.len() > rq.max_sge || rq.len() >= qp.cap.max_recv_wr {
+            return Err(if wr.sg_list.len() > rq.max_sge { Error::Invalid } else { Error::NoMem });
+        }
+        if !rq.push(wr.wr_id, wr.sg_list) {
+            return Err(Error::NoMem);
+        }
+        if qp.state == QpState::Err {
+            let mut ctx = ctx!(self);
+            qp.flush(&mut ctx);
+        }
+        Ok(())
+    }
+
+    /// Feeds one received datagram (BTH..ICRC) with what the driver knows of its IP/UDP headers.
+    pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
+        let Ok(p) = Packet::new_checked(data) else {
+            self.ctr.malformed += 1;
+            return;
+        };
+        let info = p.info();
+        if info.support != Support::Supported || info.flags.contains(OpFlags::CNP) {
+            self.ctr.bad_opcode += 1;
+            return;
+        }
+        if meta.dst_ip != self.cfg.ip && roce_wire::bth::Packet::new_unchecked(data).tver() == 0 {
+            let ours = self.gids.iter().any(|g| ip_from_gid(g) == meta.dst_ip);
+            if !ours {
+                self.ctr.bad_dst += 1;
+                return;
+            }
+        }
+        // ICRC first: a corrupted packet must not move any state or counter but icrc_errors.
+        let verified = match (meta.src_ip, meta.ipv4_id, self.cfg.icrc_policy) {
+            (IpAddr::V4(_), None, IcrcPolicy::Skip) => {
+                self.ctr.icrc_unverified += 1;
+                true
+            }
+            (IpAddr::V4(_), id, _) => crate::net::verify_icrc(meta, id.unwrap_or(0), data),
+            (IpAddr::V6(_), _, _) => crate::net::verify_icrc(meta, 0, data),
+        };
+        if !verified {
+            self.ctr.icrc_errors += 1;
+            return;
+        }
+        let Ok(r) = Repr::parse(&p) else {
+            self.ctr.malformed += 1;
+            return;
+        };
+        if r.bth.pkey & 0x7FFF != 0x7FFF {
+            self.ctr.bad_pkey += 1;
+            return;
+        }
+        let qpn = r.bth.dest_qp;
+        let Some(qp) = self.qps.get_mut(&qpn) else {
+            self.ctr.no_qp += 1;
+            return;
+        };
+        let want = match qp.qp_type {
+            QpType::Rc => Transport::Rc,
+            QpType::Uc => Transport::Uc,
+            QpType::Ud => Transport::Ud,
+        };
+        if info.transport != want {
+            self.ctr.bad_opcode += 1;
+            return;
+        }
+        let is_req = info.flags.contains(OpFlags::REQ);
+        let state_ok = if is_req {
+            matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
+        } else {
+            matches!(qp.state, QpState::Rts | QpState::Sqd)
+        };
+        if !state_ok {
+            self.ctr.bad_state += 1;
+            return;
+        }
+        if qp.qp_type != QpType::Ud {
+            match qp.path {
+                Some(path) if path.dst_ip == meta.src_ip && path.src_ip == meta.dst_ip => {}
+                _ => {
+                    self.ctr.bad_src += 1;
+                    return;
+                }
+            }
+        } else if r.deth.map(|d| d.qkey) != Some(qp.attr.qkey) {
+            self.ctr.qkey_violation += 1;
+            return;
+        }
+        self.ctr.rcvd_pkts += 1;
+        let mut ctx = ctx!(self);
+        if is_req {
+            qp.on_request(&mut ctx, meta, &p, &r);
+        } else {
+            qp.on_response(&mut ctx, now, &p, &r);
+        }
+        if !qp.in_ready {
+            qp.in_ready = true;
+            self.ready.push_back(qpn);
+        }
+    }
+
+    /// Runs every timer that expired at or before `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        for (qpn, qp) in self.qps.iter_mut() {
+            if qp.next_timeout().is_some_and(|t| t <= now) {
+                let mut ctx = Ctx {
+                    mrs: &self.mrs,
+                    cqs: &mut self.cqs,
+                    srqs: &mut self.srqs,
+                    ahs: &self.ahs,
+                    ctr: &mut self.ctr,
+                    events: &mut self.events,
+                    comp_events: &mut self.comp_events,
+                    gids: &self.gids,
+                    port_mtu: self.port_mtu,
+                };
+                qp.on_timeout(&mut ctx, now);
+                if !qp.in_ready {
+                    qp.in_ready = true;
+                    self.ready.push_back(*qpn);
+                }
+            }
+        }
+    }
+
+    /// The earliest moment [`Nic::handle_timeout`] has work.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.qps.values().filter_map(|q| q.next_timeout()).min()
+    }
+
+    /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
+    /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        while let Some(qpn) = self.ready.pop_front() {
+            let Some(qp) = self.qps.get_mut(&qpn) else { continue };
+            qp.in_ready = false;
+            if qp.state == QpState::Reset {
+                continue;
+            }
+            let mut ctx = ctx!(self);
+            let t = match qp.responder_next(&mut ctx, buf) {
+                Some(t) => Some(t),
+                None => qp.requester_next(&mut ctx, now, buf),
+            };
+            if let Some(t) = t {
+                qp.in_ready = true;
+                self.ready.push_back(qpn);
+                self.ctr.sent_pkts += 1;
+                return Some(t);
+            }
+        }
+        None
+    }
+
+    /// Next asynchronous event (`ibv_get_async_event`).
+    pub fn poll_event(&mut self) -> Option<AsyncEvent> {
+        self.events.pop_front()
+    }
+
+    /// Next completion-channel notification (`ibv_get_cq_event`).
+    pub fn poll_comp_event(&mut self) -> Option<Cq> {
+        self.comp_events.pop_front()
+    }
+}

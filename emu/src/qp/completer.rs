@@ -1,0 +1,357 @@
+//! The completer (rxe `rxe_comp.c`): consumes ACKs, NAKs, read responses and atomic ACKs for
+//! the oldest outstanding send WQE, handles implicit acknowledgement, the retry and RNR
+//! timers and their counters, and maps NAK codes to completion statuses (C.3, C.4, C.9).
+use super::{Ctx, Qp};
+use crate::queue::WqeState;
+use crate::time::Instant;
+use crate::verbs::*;
+use roce_wire::aeth::{NakCode, Syndrome};
+use roce_wire::transport::{Packet, Repr};
+use roce_wire::{OpFlags, Opcode};
+
+/// rxe `enum comp_state`, reduced to the states that carry decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum CompSt {
+    GetWqe,
+    CheckAck,
+    Read,
+    Atomic,
+    WriteSend,
+    CompAck,
+    CompWqe,
+    UpdateComp,
+    ErrorRetry,
+    RnrRetry,
+    Error,
+    Done,
+}
+
+impl Qp {
+    fn reset_retry_counters(&mut self) {
+        self.comp.retry_cnt = self.attr.retry_cnt;
+        self.comp.rnr_retry = self.attr.rnr_retry;
+        self.comp.started_retry = false;
+    }
+
+    /// Re-arms (or disarms) the retransmit timer after progress.
+    fn rearm(&mut self, now: Instant) {
+        self.comp.retrans_deadline = match self.timeout_ns {
+            Some(t) if self.req.psn.diff(self.comp.psn) > 0 => Some(now.add_nanos(t)),
+            _ => None,
+        };
+    }
+
+    /// Handles one response packet (ACK flag set in the opcode table).
+    pub(crate) fn on_response(&mut self, ctx: &mut Ctx<'_>, now: Instant, p: &Packet<&[u8]>, r: &Repr) {
+        let psn = r.bth.psn;
+        let op = r.bth.opcode;
+        let flags = op.flags();
+        let syn = r.aeth.map(|a| a.syndrome);
+        let comp_psn_before = self.comp.psn;
+        let head_before = self.sq.head;
+        let mut st = CompSt::GetWqe;
+        loop {
+            tracing::trace!(qpn = self.qpn, state = ?st, psn = psn.value(), "completer");
+            st = match st {
+                CompSt::GetWqe => {
+                    if self.sq.head == self.sq.tail {
+                        ctx.ctr.resp_ignored += 1;
+                        CompSt::Done
+                    } else {
+                        let w = self.sq.get(self.sq.head);
+                        match w.state {
+                            WqeState::Posted => {
+                                ctx.ctr.resp_ignored += 1;
+                                CompSt::Done
+                            }
+                            WqeState::Done => CompSt::CompWqe,
+                            WqeState::Error => CompSt::Error,
+                            _ => self.check_psn(ctx, r),
+                        }
+                    }
+                }
+                CompSt::CheckAck => self.check_ack(ctx, r),
+                CompSt::Read => self.do_read(ctx, p, r),
+                CompSt::Atomic => self.do_atomic(ctx, r),
+                CompSt::WriteSend => {
+                    let w = self.sq.get(self.sq.head);
+                    if w.state == WqeState::Pending && w.last_psn == psn {
+                        CompSt::CompAck
+                    } else {
+                        CompSt::UpdateComp
+                    }
+                }
+                CompSt::CompAck => {
+                    let h = self.sq.head;
+                    let w = self.sq.get_mut(h);
+                    if w.has_rd_atomic {
+                        w.has_rd_atomic = false;
+                        self.req.rd_atomic += 1;
+                    }
+                    self.complete_head(ctx);
+                    if psn.diff(self.comp.psn) >= 0 {
+                        CompSt::UpdateComp
+                    } else {
+                        CompSt::Done
+                    }
+                }
+                CompSt::CompWqe => {
+                    let w = *self.sq.get(self.sq.head);
+                    if w.state == WqeState::Pending && w.last_psn.diff(self.comp.psn) >= 0 {
+                        self.comp.psn = w.last_psn + 1;
+                        self.comp.opcode = None;
+                    }
+                    self.complete_head(ctx);
+                    CompSt::GetWqe
+                }
+                CompSt::UpdateComp => {
+                    self.comp.opcode = if flags.contains(OpFlags::END) { None } else { Some(op) };
+                    if psn.diff(self.comp.psn) >= 0 {
+                        self.comp.psn = psn + 1;
+                    }
+                    CompSt::Done
+                }
+                CompSt::ErrorRetry => self.error_retry(ctx, false),
+                CompSt::RnrRetry => {
+                    let code = match syn {
+                        Some(Syndrome::RnrNak { timer }) => timer,
+                        _ => 0,
+                    };
+                    if self.comp.rnr_retry > 0 {
+                        if self.comp.rnr_retry != 7 {
+                            self.comp.rnr_retry -= 1;
+                        }
+                        self.req.wait_rnr = true;
+                        let us = roce_wire::aeth::rnr_timer_usec(code) as u64;
+                        self.comp.rnr_deadline = Some(now.add_nanos(us * 1000));
+                        CompSt::Done
+                    } else {
+                        ctx.ctr.retry_rnr_exceeded_err += 1;
+                        let h = self.sq.head;
+                        self.sq.get_mut(h).status = WcStatus::RnrRetryExcErr;
+                        CompSt::Error
+                    }
+                }
+                CompSt::Error => {
+                    let h = self.sq.head;
+                    if self.sq.get(h).status == WcStatus::Success {
+                        self.sq.get_mut(h).status = WcStatus::BadRespErr;
+                    }
+                    self.complete_head(ctx);
+                    self.to_error(ctx);
+                    return;
+                }
+                CompSt::Done => break,
+            };
+        }
+        if self.comp.psn != comp_psn_before || self.sq.head != head_before {
+            self.rearm(now);
+        }
+        self.check_sq_drained(ctx);
+    }
+
+    /// rxe `check_psn`.
+    fn check_psn(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
+        let psn = r.bth.psn;
+        let w = *self.sq.get(self.sq.head);
+        if psn.diff(w.last_psn) > 0 {
+            return if w.state == WqeState::Pending {
+                if w.opcode.is_rd_atomic() {
+                    CompSt::ErrorRetry
+                } else {
+                    self.reset_retry_counters();
+                    CompSt::CompWqe
+                }
+            } else {
+                ctx.ctr.resp_ignored += 1;
+                CompSt::Done
+            };
+        }
+        let d = psn.diff(self.comp.psn);
+        let is_ack_syn = matches!(r.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. }) | None);
+        if d < 0 {
+            // A stale response. rxe completes the WQE when it carries the WQE's last PSN; we
+            // additionally require a positive syndrome (a stale NAK must not complete work).
+            if psn == w.last_psn && is_ack_syn && w.state == WqeState::Pending && !w.opcode.is_rd_atomic() {
+                return CompSt::CompAck;
+            }
+            let mid_read = matches!(
+                self.comp.opcode,
+                Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE)
+            );
+            if r.bth.opcode == Opcode::RC_ACKNOWLEDGE && mid_read && !is_ack_syn {
+                return CompSt::CheckAck;
+            }
+            ctx.ctr.resp_ignored += 1;
+            CompSt::Done
+        } else if d > 0 && w.opcode.is_rd_atomic() {
+            ctx.ctr.resp_ignored += 1;
+            CompSt::Done
+        } else {
+            CompSt::CheckAck
+        }
+    }
+
+    /// rxe `check_ack`: opcode sequence, then the syndrome.
+    fn check_ack(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
+        let op = r.bth.opcode;
+        let flags = op.flags();
+        let psn = r.bth.psn;
+        let h = self.sq.head;
+        let w = *self.sq.get(h);
+        let syn = r.aeth.map(|a| a.syndrome);
+        match self.comp.opcode {
+            None => {
+                if !flags.contains(OpFlags::START) {
+                    return CompSt::Error;
+                }
+            }
+            Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE) => {
+                if op == Opcode::RC_ACKNOWLEDGE {
+                    if let Some(Syndrome::Nak(NakCode::PsnSeqError)) = syn {
+                        return CompSt::ErrorRetry;
+                    }
+                }
+                if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE && op != Opcode::RC_RDMA_READ_RESPONSE_LAST {
+                    let restart = (psn == w.first_psn && op == Opcode::RC_RDMA_READ_RESPONSE_FIRST)
+                        || (w.first_psn == w.last_psn && op == Opcode::RC_RDMA_READ_RESPONSE_ONLY);
+                    if !restart {
+                        return CompSt::Error;
+                    }
+                }
+            }
+            _ => {}
+        }
+        let is_ack = matches!(syn, Some(Syndrome::Ack { .. }));
+        match op {
+            Opcode::RC_RDMA_READ_RESPONSE_FIRST
+            | Opcode::RC_RDMA_READ_RESPONSE_LAST
+            | Opcode::RC_RDMA_READ_RESPONSE_ONLY
+            | Opcode::RC_RDMA_READ_RESPONSE_MIDDLE => {
+                if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE && !is_ack {
+                    return CompSt::Error;
+                }
+                if w.opcode != WrOpcode::RdmaRead {
+                    self.sq.get_mut(h).status = WcStatus::FatalErr;
+                    return CompSt::Error;
+                }
+                self.reset_retry_counters();
+                CompSt::Read
+            }
+            Opcode::RC_ATOMIC_ACKNOWLEDGE => {
+                if !is_ack || !w.opcode.is_atomic() {
+                    return CompSt::Error;
+                }
+                self.reset_retry_counters();
+                CompSt::Atomic
+            }
+            Opcode::RC_ACKNOWLEDGE => match syn {
+                Some(Syndrome::Ack { .. }) => {
+                    self.reset_retry_counters();
+                    CompSt::WriteSend
+                }
+                Some(Syndrome::RnrNak { .. }) => {
+                    ctx.ctr.rcvd_rnr_err += 1;
+                    CompSt::RnrRetry
+                }
+                Some(Syndrome::Nak(code)) => {
+                    let status = match code {
+                        NakCode::PsnSeqError => {
+                            if psn.diff(self.comp.psn) > 0 {
+                                ctx.ctr.rcvd_seq_err += 1;
+                                self.comp.psn = psn;
+                            }
+                            return CompSt::ErrorRetry;
+                        }
+                        NakCode::InvalidRequest => WcStatus::RemInvReqErr,
+                        NakCode::RemoteAccessError => WcStatus::RemAccessErr,
+                        _ => WcStatus::RemOpErr,
+                    };
+                    self.sq.get_mut(h).status = status;
+                    CompSt::Error
+                }
+                _ => CompSt::Error,
+            },
+            _ => CompSt::Error,
+        }
+    }
+
+    /// rxe `do_read`: place read-response payload by PSN; done on the last response.
+    fn do_read(&mut self, ctx: &mut Ctx<'_>, p: &Packet<&[u8]>, r: &Repr) -> CompSt {
+        let h = self.sq.head;
+        let w = *self.sq.get(h);
+        let psn = r.bth.psn;
+        let off = psn.diff(w.orig_first_psn).max(0) as u64 * self.mtu as u64;
+        let data = p.payload();
+        let end = off + data.len() as u64;
+        let ok = end <= w.length as u64 && ctx.mrs.scatter(self.pd, self.sq.sges_of(h), off, data).is_ok();
+        if !ok {
+            self.sq.get_mut(h).status = WcStatus::LocProtErr;
+            return CompSt::Error;
+        }
+        if r.bth.opcode.has(OpFlags::END) && end == w.length as u64 {
+            CompSt::CompAck
+        } else {
+            CompSt::UpdateComp
+        }
+    }
+
+    /// rxe `do_atomic`: the original value (host order) goes to the 8-byte local SGE.
+    fn do_atomic(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
+        let h = self.sq.head;
+        let orig = r.atomic_ack_eth.map_or(0, |a| a.orig);
+        if ctx.mrs.scatter(self.pd, self.sq.sges_of(h), 0, &orig.to_ne_bytes()).is_err() {
+            self.sq.get_mut(h).status = WcStatus::LocProtErr;
+            return CompSt::Error;
+        }
+        CompSt::CompAck
+    }
+
+    /// rxe `COMPST_ERROR_RETRY`.
+    fn error_retry(&mut self, ctx: &mut Ctx<'_>, timeout: bool) -> CompSt {
+        if self.sq.head == self.sq.tail || self.sq.get(self.sq.head).state == WqeState::Posted {
+            return CompSt::Done;
+        }
+        if self.comp.started_retry && !timeout {
+            return CompSt::Done;
+        }
+        if self.comp.retry_cnt > 0 {
+            if self.comp.retry_cnt != 7 {
+                self.comp.retry_cnt -= 1;
+            }
+            if self.req.psn.diff(self.comp.psn) > 0 {
+                ctx.ctr.completer_retry_err += 1;
+                self.req.need_retry = true;
+                self.comp.started_retry = true;
+            }
+            CompSt::Done
+        } else {
+            ctx.ctr.retry_exceeded_err += 1;
+            let h = self.sq.head;
+            self.sq.get_mut(h).status = WcStatus::RetryExcErr;
+            CompSt::Error
+        }
+    }
+
+    /// Timer expiry: the local ACK timeout and the RNR NAK timer.
+    pub(crate) fn on_timeout(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        if self.comp.rnr_deadline.is_some_and(|d| d <= now) {
+            self.comp.rnr_deadline = None;
+            self.req.wait_rnr = false;
+            self.req.need_retry = true;
+        }
+        if self.comp.retrans_deadline.is_some_and(|d| d <= now) {
+            self.comp.retrans_deadline = None;
+            if self.qp_type == QpType::Rc && matches!(self.state, QpState::Rts | QpState::Sqd) {
+                if self.error_retry(ctx, true) == CompSt::Error {
+                    let h = self.sq.head;
+                    self.complete_head(ctx);
+                    let _ = h;
+                    self.to_error(ctx);
+                } else if self.req.psn.diff(self.comp.psn) > 0 && !self.req.need_retry {
+                    self.rearm(now);
+                }
+            }
+        }
+    }
+}

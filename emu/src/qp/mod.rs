@@ -1,0 +1,550 @@
+//! Queue pairs: state, attributes and the modify-QP state machine (IBA 11.2.5 / kernel
+//! `qp_state_table`, rxe `rxe_qp_from_attr`). The three transport engines live beside this file,
+//! one idea each, as in rxe: [`requester`] turns WQEs into packets, [`responder`] executes inbound
+//! requests and produces ACKs / read responses, [`completer`] consumes responses, retries and
+//! completes send WQEs.
+pub(crate) mod completer;
+pub(crate) mod requester;
+pub(crate) mod responder;
+
+use crate::counters::Counters;
+use crate::mem::MrTable;
+use crate::queue::{CqState, RecvQueue, SendQueue, SrqState};
+use crate::slab::Slab;
+use crate::time::Instant;
+use crate::verbs::*;
+use crate::{Cq, Error, Pd, Result, Srq};
+use roce_wire::{Opcode, Psn};
+use std::collections::VecDeque;
+use std::net::IpAddr;
+
+/// RXE_MAX_UNACKED_PSNS.
+pub(crate) const MAX_UNACKED_PSNS: u32 = 128;
+/// RXE_MAX_PKT_PER_ACK.
+pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
+/// Depth of the per-QP responder output queue (ACK/NAK, read and atomic responses).
+pub(crate) const RESP_JOBS: usize = 64;
+
+/// Everything an engine may touch outside its own QP.
+pub(crate) struct Ctx<'a> {
+    pub mrs: &'a MrTable,
+    pub cqs: &'a mut Slab<CqState>,
+    pub srqs: &'a mut Slab<SrqState>,
+    #[allow(dead_code)]
+    pub ahs: &'a Slab<(Pd, AhAttr)>,
+    pub ctr: &'a mut Counters,
+    pub events: &'a mut VecDeque<AsyncEvent>,
+    pub comp_events: &'a mut VecDeque<Cq>,
+    pub gids: &'a [Gid],
+    pub port_mtu: u32,
+}
+
+impl Ctx<'_> {
+    /// Posts a completion; false (and a CQ error event) when the CQ is full.
+    pub fn cq_post(&mut self, cq: Cq, wc: WorkCompletion, solicited: bool) -> bool {
+        let Some(c) = self.cqs.get_mut(cq.0) else { return false };
+        if c.q.len() >= c.cap {
+            self.ctr.cq_overflow += 1;
+            if !c.overflowed {
+                c.overflowed = true;
+                self.events.push_back(AsyncEvent::CqErr(cq));
+            }
+            return false;
+        }
+        c.q.push_back(wc);
+        if let Some(sol_only) = c.armed {
+            if !sol_only || solicited || wc.status != WcStatus::Success {
+                c.armed = None;
+                self.comp_events.push_back(cq);
+            }
+        }
+        true
+    }
+}
+
+/// Network path of a connected QP or of a UD work request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Path {
+    pub src_ip: IpAddr,
+    pub dst_ip: IpAddr,
+    pub tos: u8,
+    pub ttl: u8,
+    pub flow_label: u32,
+}
+
+impl Path {
+    pub fn from_av(av: &AhAttr, gids: &[Gid]) -> Option<Path> {
+        let sgid = gids.get(av.sgid_index as usize)?;
+        let src_ip = ip_from_gid(sgid);
+        let dst_ip = ip_from_gid(&av.dgid);
+        if src_ip.is_ipv4() != dst_ip.is_ipv4() {
+            return None;
+        }
+        Some(Path { src_ip, dst_ip, tos: av.traffic_class, ttl: av.hop_limit, flow_label: av.flow_label })
+    }
+}
+
+/// Requester variables (rxe `qp->req`).
+#[derive(Debug, Default)]
+pub(crate) struct ReqState {
+    pub psn: Psn,
+    pub noack_pkts: u32,
+    /// Free initiator-depth credits.
+    pub rd_atomic: u32,
+    pub need_retry: bool,
+    pub wait_rnr: bool,
+}
+
+/// Completer variables (rxe `qp->comp`).
+#[derive(Debug, Default)]
+pub(crate) struct CompState {
+    pub psn: Psn,
+    pub opcode: Option<Opcode>,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub started_retry: bool,
+    pub retrans_deadline: Option<Instant>,
+    pub rnr_deadline: Option<Instant>,
+}
+
+/// A responder resource: what a duplicate READ or atomic needs to be replayed.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Resource {
+    pub valid: bool,
+    pub atomic: bool,
+    pub first_psn: Psn,
+    pub last_psn: Psn,
+    pub va: u64,
+    pub rkey: u32,
+    pub length: u32,
+    pub orig: u64,
+}
+
+/// One queued responder output.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Job {
+    Ack { psn: Psn, syndrome: u8, msn: u32 },
+    AtomicAck { psn: Psn, orig: u64, msn: u32 },
+    Read { psn: Psn, va: u64, rkey: u32, resid: u32, first: bool, msn: u32 },
+}
+
+/// Responder variables (rxe `qp->resp`).
+#[derive(Debug, Default)]
+pub(crate) struct RespState {
+    pub psn: Psn,
+    pub ack_psn: Psn,
+    pub msn: u32,
+    pub opcode: Option<Opcode>,
+    pub sent_psn_nak: bool,
+    pub drop_msg: bool,
+    /// Bytes of the current inbound SEND placed so far (including the UD GRH).
+    pub send_off: u32,
+    /// A receive WQE taken from the SRQ for the current message.
+    pub srq_wqe: Option<(u64, u64)>,
+    pub srq_sges: Vec<Sge>,
+    /// The RQ head WQE belongs to the current message (RWR seen).
+    pub wqe_held: bool,
+    /// RDMA WRITE context.
+    pub va: u64,
+    pub rkey: u32,
+    pub resid: u32,
+    pub offset: u32,
+    pub length: u32,
+    pub resources: Vec<Resource>,
+    pub res_head: usize,
+    pub jobs: VecDeque<Job>,
+}
+
+/// A queue pair.
+pub(crate) struct Qp {
+    pub qpn: u32,
+    pub qp_type: QpType,
+    pub state: QpState,
+    pub pd: Pd,
+    pub send_cq: Cq,
+    pub recv_cq: Cq,
+    pub srq: Option<Srq>,
+    pub sq_sig_all: bool,
+    pub cap: QpCap,
+    pub attr: QpAttr,
+    pub mtu: u32,
+    pub path: Option<Path>,
+    pub src_port: u16,
+    pub timeout_ns: Option<u64>,
+    pub sq: SendQueue,
+    pub rq: Option<RecvQueue>,
+    pub req: ReqState,
+    pub comp: CompState,
+    pub resp: RespState,
+    pub in_ready: bool,
+    pub sq_drained_pending: bool,
+}
+
+fn req_opt(cur: QpState, next: QpState, t: QpType) -> Option<(QpAttrMask, QpAttrMask)> {
+    use QpAttrMask as M;
+    use QpState::*;
+    let e = M::EMPTY;
+    let rc = t == QpType::Rc;
+    let ud = t == QpType::Ud;
+    let init_attrs = if ud { M::PKEY_INDEX | M::PORT | M::QKEY } else { M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS };
+    Some(match (cur, next) {
+        (_, Reset) | (_, Err) => (e, e),
+        (Reset, Init) => (init_attrs, e),
+        (Init, Init) => (e, init_attrs),
+        (Init, Rtr) => {
+            if ud {
+                (e, M::PKEY_INDEX | M::QKEY)
+            } else if rc {
+                (
+                    M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+                    M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX,
+                )
+            } else {
+                (M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN, M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX)
+            }
+        }
+        (Rtr, Rts) => {
+            if ud {
+                (M::SQ_PSN, M::CUR_STATE | M::QKEY)
+            } else if rc {
+                (
+                    M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
+                    M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::MIN_RNR_TIMER | M::PATH_MIG_STATE,
+                )
+            } else {
+                (M::SQ_PSN, M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE)
+            }
+        }
+        (Rts, Rts) | (Sqd, Rts) => {
+            if ud {
+                (e, M::CUR_STATE | M::QKEY)
+            } else if rc {
+                (e, M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE | M::MIN_RNR_TIMER)
+            } else {
+                (e, M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE)
+            }
+        }
+        (Rts, Sqd) => (e, M::EN_SQD_ASYNC_NOTIFY),
+        (Sqd, Sqd) => {
+            if ud {
+                (e, M::PKEY_INDEX | M::QKEY)
+            } else if rc {
+                (
+                    e,
+                    M::PORT | M::AV | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
+                        | M::MAX_DEST_RD_ATOMIC | M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX
+                        | M::MIN_RNR_TIMER | M::PATH_MIG_STATE,
+                )
+            } else {
+                (e, M::AV | M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PATH_MIG_STATE)
+            }
+        }
+        (Sqe, Rts) => (e, if ud { M::CUR_STATE | M::QKEY } else { M::CUR_STATE | M::ACCESS_FLAGS }),
+        _ => return None,
+    })
+}
+
+/// `ib_modify_qp_is_ok`: is `cur → next` legal with `mask`?
+pub(crate) fn modify_is_ok(cur: QpState, next: QpState, t: QpType, mask: QpAttrMask) -> bool {
+    let Some((req, opt)) = req_opt(cur, next, t) else { return false };
+    let allowed = req.0 | opt.0 | QpAttrMask::STATE.0;
+    mask.contains(req) && mask.0 & !allowed == 0
+}
+
+impl Qp {
+    pub fn new(qpn: u32, pd: Pd, init: &QpInitAttr, src_port: u16) -> Qp {
+        let cap = init.cap;
+        Qp {
+            qpn,
+            qp_type: init.qp_type,
+            state: QpState::Reset,
+            pd,
+            send_cq: init.send_cq,
+            recv_cq: init.recv_cq,
+            srq: init.srq,
+            sq_sig_all: init.sq_sig_all,
+            cap,
+            attr: QpAttr { port_num: 1, ..Default::default() },
+            mtu: 256,
+            path: None,
+            src_port,
+            timeout_ns: None,
+            sq: SendQueue::new(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
+            rq: init.srq.is_none().then(|| RecvQueue::new(cap.max_recv_wr, cap.max_recv_sge)),
+            req: ReqState::default(),
+            comp: CompState::default(),
+            resp: RespState { jobs: VecDeque::with_capacity(RESP_JOBS), ..Default::default() },
+            in_ready: false,
+            sq_drained_pending: false,
+        }
+    }
+
+    /// Effective MTU for segmentation (rxe `get_mtu`: path MTU for RC/UC, port MTU for UD).
+    pub fn seg_mtu(&self, port_mtu: u32) -> u32 {
+        if self.qp_type == QpType::Ud {
+            port_mtu
+        } else {
+            self.mtu
+        }
+    }
+
+    pub fn set_state(&mut self, s: QpState) {
+        if self.state != s {
+            tracing::trace!(qpn = self.qpn, from = ?self.state, to = ?s, "qp state");
+        }
+        self.state = s;
+    }
+
+    /// Applies `attr` under `mask` (already validated). rxe `rxe_qp_from_attr`.
+    pub fn modify(&mut self, ctx: &mut Ctx<'_>, attr: &QpAttr, mask: QpAttrMask, max_mtu: Mtu) -> Result<()> {
+        use QpAttrMask as M;
+        let cur = if mask.contains(M::CUR_STATE) { attr.cur_qp_state } else { self.state };
+        let next = if mask.contains(M::STATE) { attr.qp_state } else { cur };
+        if !modify_is_ok(cur, next, self.qp_type, mask) {
+            return Err(Error::Invalid);
+        }
+        // rxe_qp_chk_attr
+        if mask.contains(M::PORT) && attr.port_num != 1 {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::PATH_MTU) && attr.path_mtu > max_mtu {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::MAX_QP_RD_ATOMIC) && attr.max_rd_atomic > 128 {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC) && attr.max_dest_rd_atomic > 128 {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7 || mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7 {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
+            return Err(Error::Invalid);
+        }
+        if mask.contains(M::PKEY_INDEX) && attr.pkey_index != 0 {
+            return Err(Error::Invalid);
+        }
+        let path = if mask.contains(M::AV) {
+            Some(Path::from_av(&attr.ah_attr, ctx.gids).ok_or(Error::Invalid)?)
+        } else {
+            None
+        };
+        // apply
+        let a = &mut self.attr;
+        if mask.contains(M::ACCESS_FLAGS) {
+            a.qp_access_flags = attr.qp_access_flags;
+        }
+        if mask.contains(M::PKEY_INDEX) {
+            a.pkey_index = attr.pkey_index;
+        }
+        if mask.contains(M::PORT) {
+            a.port_num = attr.port_num;
+        }
+        if mask.contains(M::QKEY) {
+            a.qkey = attr.qkey;
+        }
+        if mask.contains(M::AV) {
+            a.ah_attr = attr.ah_attr;
+            self.path = path;
+        }
+        if mask.contains(M::PATH_MTU) {
+            a.path_mtu = attr.path_mtu;
+            self.mtu = attr.path_mtu.bytes();
+        }
+        if mask.contains(M::TIMEOUT) {
+            a.timeout = attr.timeout;
+            self.timeout_ns = crate::time::local_ack_timeout_ns(attr.timeout);
+        }
+        if mask.contains(M::RETRY_CNT) {
+            a.retry_cnt = attr.retry_cnt;
+            self.comp.retry_cnt = attr.retry_cnt;
+        }
+        if mask.contains(M::RNR_RETRY) {
+            a.rnr_retry = attr.rnr_retry;
+            self.comp.rnr_retry = attr.rnr_retry;
+        }
+        if mask.contains(M::RQ_PSN) {
+            a.rq_psn = attr.rq_psn & Psn::MASK;
+            self.resp.psn = Psn::new(attr.rq_psn);
+        }
+        if mask.contains(M::MIN_RNR_TIMER) {
+            a.min_rnr_timer = attr.min_rnr_timer;
+        }
+        if mask.contains(M::SQ_PSN) {
+            a.sq_psn = attr.sq_psn & Psn::MASK;
+            self.req.psn = Psn::new(attr.sq_psn);
+            self.comp.psn = self.req.psn;
+        }
+        if mask.contains(M::MAX_QP_RD_ATOMIC) {
+            let v = if attr.max_rd_atomic == 0 { 0 } else { (attr.max_rd_atomic as u32).next_power_of_two() };
+            a.max_rd_atomic = v as u8;
+            self.req.rd_atomic = v;
+        }
+        if mask.contains(M::MAX_DEST_RD_ATOMIC) {
+            let v = if attr.max_dest_rd_atomic == 0 { 0 } else { (attr.max_dest_rd_atomic as u32).next_power_of_two() };
+            a.max_dest_rd_atomic = v as u8;
+            self.resp.resources = vec![Resource::default(); v as usize];
+            self.resp.res_head = 0;
+        }
+        if mask.contains(M::DEST_QPN) {
+            a.dest_qp_num = attr.dest_qp_num & Psn::MASK;
+        }
+        if mask.contains(M::EN_SQD_ASYNC_NOTIFY) {
+            a.en_sqd_async_notify = attr.en_sqd_async_notify;
+        }
+        if mask.contains(M::STATE) {
+            match next {
+                QpState::Reset => self.reset(),
+                QpState::Err => {
+                    self.resp.jobs.clear();
+                    self.to_error(ctx);
+                }
+                QpState::Sqd => {
+                    self.set_state(QpState::Sqd);
+                    self.sq_drained_pending = true;
+                    self.check_sq_drained(ctx);
+                }
+                s => self.set_state(s),
+            }
+        }
+        Ok(())
+    }
+
+    /// rxe `rxe_qp_reset`: queues emptied without completions, transport state cleared.
+    pub fn reset(&mut self) {
+        self.set_state(QpState::Reset);
+        self.sq.clear();
+        if let Some(rq) = &mut self.rq {
+            rq.clear();
+        }
+        let psn = self.req.psn;
+        self.req = ReqState { psn, rd_atomic: self.attr.max_rd_atomic as u32, ..Default::default() };
+        self.comp = CompState { psn, retry_cnt: self.attr.retry_cnt, rnr_retry: self.attr.rnr_retry, ..Default::default() };
+        let jobs = std::mem::take(&mut self.resp.jobs);
+        let mut resources = std::mem::take(&mut self.resp.resources);
+        resources.iter_mut().for_each(|r| *r = Resource::default());
+        let srq_sges = std::mem::take(&mut self.resp.srq_sges);
+        self.resp = RespState { psn: self.resp.psn, resources, srq_sges, jobs, ..Default::default() };
+        self.resp.jobs.clear();
+    }
+
+    /// Moves to ERR and flushes every outstanding WQE (rxe `rxe_qp_error` + flush).
+    pub fn to_error(&mut self, ctx: &mut Ctx<'_>) {
+        if self.state == QpState::Reset {
+            return;
+        }
+        let was = self.state;
+        self.set_state(QpState::Err);
+        self.comp.retrans_deadline = None;
+        self.comp.rnr_deadline = None;
+        self.flush(ctx);
+        if was != QpState::Err && self.srq.is_some() {
+            ctx.events.push_back(AsyncEvent::Qp { qpn: self.qpn, event: EventType::QpLastWqeReached });
+        }
+    }
+
+    /// In ERR: completes every SQ and RQ WQE with WR_FLUSH_ERR (or the WQE's own error).
+    pub fn flush(&mut self, ctx: &mut Ctx<'_>) {
+        while self.sq.head != self.sq.tail {
+            let h = self.sq.head;
+            let w = self.sq.get_mut(h);
+            if w.status == WcStatus::Success {
+                w.status = WcStatus::WrFlushErr;
+            }
+            self.complete_head(ctx);
+        }
+        self.sq.req = self.sq.head;
+        if let Some(rq) = &mut self.rq {
+            while let Some((w, _)) = rq.front() {
+                let wc = WorkCompletion { wr_id: w.wr_id, status: WcStatus::WrFlushErr, qp_num: self.qpn, ..Default::default() };
+                rq.pop();
+                ctx.cq_post(self.recv_cq, wc, false);
+            }
+        }
+        if let Some((wr_id, _)) = self.resp.srq_wqe.take() {
+            let wc = WorkCompletion { wr_id, status: WcStatus::WrFlushErr, qp_num: self.qpn, ..Default::default() };
+            ctx.cq_post(self.recv_cq, wc, false);
+        }
+    }
+
+    /// rxe `do_complete` for the head of the SQ: posts a CQE when signaled or failed.
+    pub fn complete_head(&mut self, ctx: &mut Ctx<'_>) {
+        let h = self.sq.head;
+        let w = *self.sq.get(h);
+        let post = self.sq_sig_all || w.flags.contains(SendFlags::SIGNALED) || w.status != WcStatus::Success;
+        self.sq.head = h.wrapping_add(1);
+        if self.sq.req.wrapping_sub(self.sq.head) > self.sq.cap() {
+            self.sq.req = self.sq.head;
+        }
+        if post {
+            let mut wc = WorkCompletion { wr_id: w.wr_id, status: w.status, qp_num: self.qpn, ..Default::default() };
+            if w.status == WcStatus::Success {
+                wc.opcode = w.opcode.wc_opcode();
+                wc.byte_len = w.length;
+                if w.opcode.has_imm() {
+                    wc.wc_flags = WcFlags::WITH_IMM;
+                }
+            }
+            // on error rxe leaves opcode/byte_len zero (the uverbs WC is zeroed)
+            ctx.cq_post(self.send_cq, wc, false);
+        }
+        if w.status == WcStatus::Success && w.opcode.is_send() {
+            ctx.ctr.rdma_sends += 1;
+        }
+    }
+
+    /// SQD: raise SQ_DRAINED once nothing is outstanding.
+    pub fn check_sq_drained(&mut self, ctx: &mut Ctx<'_>) {
+        if self.state == QpState::Sqd && self.sq_drained_pending && self.sq.req == self.sq.head {
+            let started = self.sq.req == self.sq.tail || self.sq.get(self.sq.req).state == crate::queue::WqeState::Posted;
+            if started {
+                self.sq_drained_pending = false;
+                if self.attr.en_sqd_async_notify {
+                    ctx.events.push_back(AsyncEvent::Qp { qpn: self.qpn, event: EventType::SqDrained });
+                }
+            }
+        }
+    }
+
+    /// Live attributes (`query_qp`).
+    pub fn query(&self) -> QpAttr {
+        let mut a = self.attr;
+        a.qp_state = self.state;
+        a.cur_qp_state = self.state;
+        a.sq_psn = self.req.psn.value();
+        a.rq_psn = self.resp.psn.value();
+        a.cap = self.cap;
+        a.sq_draining = self.state == QpState::Sqd && self.sq_drained_pending;
+        a
+    }
+
+    /// Earliest armed timer.
+    pub fn next_timeout(&self) -> Option<Instant> {
+        match (self.comp.retrans_deadline, self.comp.rnr_deadline) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Bytes of per-QP state, excluding queue storage.
+    pub fn state_bytes(&self) -> usize {
+        std::mem::size_of::<Qp>()
+    }
+
+    /// Bytes of queue storage (SQ, RQ, responder resources and response queue).
+    pub fn queue_bytes(&self) -> usize {
+        use std::mem::size_of;
+        let sq = self.sq.wqes.len() * size_of::<crate::queue::SendWqe>()
+            + self.sq.sges.len() * size_of::<Sge>()
+            + self.sq.inline.len();
+        let rq = self.rq.as_ref().map_or(0, |r| r.wqes.len() * size_of::<crate::queue::RecvWqe>() + r.sges.len() * size_of::<Sge>());
+        sq + rq
+            + self.resp.resources.capacity() * size_of::<Resource>()
+            + self.resp.jobs.capacity() * size_of::<Job>()
+            + self.resp.srq_sges.capacity() * size_of::<Sge>()
+    }
+}

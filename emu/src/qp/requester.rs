@@ -1,0 +1,306 @@
+//! The requester (rxe `rxe_req.c`): turns send WQEs into request packets. Segmentation by MTU
+//! with FIRST/MIDDLE/LAST/ONLY (A.8), one PSN per packet and `ceil(len/MTU)` PSNs per READ,
+//! the AckReq cadence (A.9), the 128-PSN window, initiator-depth credits, fences, and the
+//! retry rewind to `comp.psn` (C.4).
+use super::{Ctx, Path, Qp, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
+use crate::net::Transmit;
+use crate::queue::WqeState;
+use crate::time::Instant;
+use crate::verbs::*;
+use roce_wire::opcode::Transport;
+use roce_wire::transport::{Packet, Repr};
+use roce_wire::{atomic_eth, bth, deth, ieth, immdt, reth, OpFlags, Opcode};
+
+/// Writes `repr`'s headers into `buf`; `None` when the buffer is too small.
+pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
+    let len = repr.buffer_len();
+    if buf.len() < len {
+        return None;
+    }
+    repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
+    Some(len)
+}
+
+/// Completes a transmit record and fills the ICRC over `buf[..len]`.
+pub(crate) fn finish(path: &Path, sport: u16, buf: &mut [u8], len: usize) -> Option<Transmit> {
+    let t = Transmit {
+        src_ip: path.src_ip,
+        dst_ip: path.dst_ip,
+        src_port: sport,
+        dst_port: roce_wire::ROCE_V2_UDP_PORT,
+        tos: path.tos,
+        ttl: path.ttl,
+        flow_label: path.flow_label,
+        len,
+    };
+    crate::net::fill_icrc(&t, &mut buf[..len]).then_some(t)
+}
+
+fn transport_of(t: QpType) -> Transport {
+    match t {
+        QpType::Rc => Transport::Rc,
+        QpType::Uc => Transport::Uc,
+        QpType::Ud => Transport::Ud,
+    }
+}
+
+/// rxe `next_opcode`: the request opcode for a packet of `op` that continues (`cont`) a
+/// message or starts it, and whether the rest `fits` in this packet.
+fn next_opcode(t: QpType, op: WrOpcode, cont: bool, fits: bool) -> Opcode {
+    let low: u8 = match op {
+        WrOpcode::RdmaWrite => match (cont, fits) {
+            (false, true) => 0x0A,
+            (false, false) => 0x06,
+            (true, true) => 0x08,
+            (true, false) => 0x07,
+        },
+        WrOpcode::RdmaWriteWithImm => match (cont, fits) {
+            (false, true) => 0x0B,
+            (false, false) => 0x06,
+            (true, true) => 0x09,
+            (true, false) => 0x07,
+        },
+        WrOpcode::Send => match (cont, fits) {
+            (false, true) => 0x04,
+            (false, false) => 0x00,
+            (true, true) => 0x02,
+            (true, false) => 0x01,
+        },
+        WrOpcode::SendWithImm => match (cont, fits) {
+            (false, true) => 0x05,
+            (false, false) => 0x00,
+            (true, true) => 0x03,
+            (true, false) => 0x01,
+        },
+        WrOpcode::SendWithInv => match (cont, fits) {
+            (false, true) => 0x17,
+            (false, false) => 0x00,
+            (true, true) => 0x16,
+            (true, false) => 0x01,
+        },
+        WrOpcode::RdmaRead => 0x0C,
+        WrOpcode::AtomicCmpAndSwp => 0x13,
+        WrOpcode::AtomicFetchAndAdd => 0x14,
+    };
+    Opcode::with_transport(transport_of(t), low)
+}
+
+impl Qp {
+    /// rxe `req_retry`: rewind to the oldest uncompleted WQE and `comp.psn`.
+    pub(crate) fn req_retry(&mut self) {
+        self.sq.req = self.sq.head;
+        self.req.psn = self.comp.psn;
+        let mut first = true;
+        let mut i = self.sq.head;
+        while i != self.sq.tail {
+            let mtu = self.mtu;
+            let comp_psn = self.comp.psn;
+            let w = self.sq.get_mut(i);
+            if w.state == WqeState::Posted {
+                break;
+            }
+            if w.state != WqeState::Done {
+                w.sent = 0;
+                if first {
+                    first = false;
+                    let from = if w.opcode == WrOpcode::RdmaRead { w.orig_first_psn } else { w.first_psn };
+                    let npsn = comp_psn.diff(from);
+                    if (w.opcode.is_send() || w.opcode.is_write() || w.opcode == WrOpcode::RdmaRead) && npsn > 0 {
+                        w.sent = (npsn as u64 * mtu as u64).min(w.length as u64) as u32;
+                        if w.sent == w.length && w.opcode != WrOpcode::RdmaRead {
+                            // every packet was acknowledged: resend the last one
+                            w.sent = w.length.saturating_sub(1) / mtu * mtu;
+                        }
+                    }
+                }
+                w.state = WqeState::Posted;
+            }
+            i = i.wrapping_add(1);
+        }
+    }
+
+    /// Produces the next request packet into `buf`, or `None` when the requester must wait.
+    pub(crate) fn requester_next(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.req.wait_rnr {
+            return None;
+        }
+        if self.req.need_retry {
+            self.req_retry();
+            self.req.need_retry = false;
+        }
+        loop {
+            if self.sq.req == self.sq.tail {
+                return None;
+            }
+            let i = self.sq.req;
+            let mut w = *self.sq.get(i);
+            if w.state == WqeState::Posted && w.sent == 0 {
+                if self.state == QpState::Sqd {
+                    return None;
+                }
+                if w.flags.contains(SendFlags::FENCE) && self.req.rd_atomic != self.attr.max_rd_atomic as u32 {
+                    return None;
+                }
+            }
+            if w.opcode.is_rd_atomic() && !w.has_rd_atomic {
+                if self.req.rd_atomic == 0 {
+                    return None;
+                }
+                self.req.rd_atomic -= 1;
+                w.has_rd_atomic = true;
+                self.sq.get_mut(i).has_rd_atomic = true;
+            }
+            if self.qp_type == QpType::Rc && self.req.psn.diff(self.comp.psn + MAX_UNACKED_PSNS) > 0 {
+                return None;
+            }
+            let mtu = self.seg_mtu(ctx.port_mtu);
+            if self.qp_type == QpType::Ud && w.length > mtu {
+                // C10-93.1.1: silently "sent"
+                w.state = WqeState::Done;
+                *self.sq.get_mut(i) = w;
+                self.sq.req = i.wrapping_add(1);
+                self.complete_done(ctx);
+                continue;
+            }
+            return self.build_request(ctx, now, i, w, mtu, buf);
+        }
+    }
+
+    fn build_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        i: u32,
+        mut w: crate::queue::SendWqe,
+        mtu: u32,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
+        let resid = w.length - w.sent;
+        let cont = w.sent > 0 && !w.opcode.is_rd_atomic();
+        let fits = resid <= mtu;
+        let op = next_opcode(self.qp_type, w.opcode, cont, fits);
+        let flags = op.flags();
+        let (path, dest_qp) = if self.qp_type == QpType::Ud {
+            let av = w.av?;
+            (Path::from_av(&av, ctx.gids)?, w.remote_qpn)
+        } else {
+            (self.path?, self.attr.dest_qp_num)
+        };
+        let mut b = bth::Repr::new(op, dest_qp, self.req.psn);
+        let end = flags.contains(OpFlags::END);
+        if end && w.flags.contains(SendFlags::SOLICITED) && (w.opcode.is_send() || w.opcode == WrOpcode::RdmaWriteWithImm) {
+            b.se = true;
+        }
+        if self.qp_type == QpType::Rc {
+            if end {
+                b.ack_req = true;
+            } else {
+                let n = self.req.noack_pkts;
+                self.req.noack_pkts += 1;
+                b.ack_req = n > MAX_PKT_PER_ACK;
+            }
+            if b.ack_req {
+                self.req.noack_pkts = 0;
+            }
+        }
+        let mut r = Repr::new(b);
+        let payload = if flags.contains(OpFlags::PAYLOAD) { resid.min(mtu) } else { 0 };
+        if flags.contains(OpFlags::RETH) {
+            r.reth = Some(reth::Repr { va: w.remote_addr.wrapping_add(w.sent as u64), rkey: w.rkey, dma_len: resid });
+        }
+        if flags.contains(OpFlags::ATMETH) {
+            let (swap_add, compare) = match w.opcode {
+                WrOpcode::AtomicCmpAndSwp => (w.swap, w.compare_add),
+                _ => (w.compare_add, 0),
+            };
+            r.atomic_eth = Some(atomic_eth::Repr { va: w.remote_addr, rkey: w.rkey, swap_add, compare });
+        }
+        if flags.contains(OpFlags::IMMDT) {
+            r.immdt = Some(immdt::Repr { imm: w.imm });
+        }
+        if flags.contains(OpFlags::IETH) {
+            r.ieth = Some(ieth::Repr { rkey: w.inv_rkey });
+        }
+        if flags.contains(OpFlags::DETH) {
+            r.deth = Some(deth::Repr { qkey: w.remote_qkey, resv: 0, src_qp: self.qpn });
+        }
+        r.set_payload_len(payload as usize);
+        let len = emit_headers(&r, buf)?;
+        if payload > 0 {
+            let off = r.header_len();
+            let dst = &mut buf[off..off + payload as usize];
+            let ok = if w.inline {
+                let src = self.sq.inline_of(i);
+                dst.copy_from_slice(&src[w.sent as usize..(w.sent + payload) as usize]);
+                true
+            } else {
+                ctx.mrs.gather(self.pd, self.sq.sges_of(i), w.sent as u64, dst).is_ok()
+            };
+            if !ok {
+                w.status = WcStatus::LocProtErr;
+                w.state = WqeState::Error;
+                *self.sq.get_mut(i) = w;
+                self.sq.req = i.wrapping_add(1);
+                self.local_error(ctx);
+                return None;
+            }
+        }
+        // rxe update_wqe_psn / update_wqe_state / update_state
+        let start = flags.contains(OpFlags::START);
+        if start {
+            let num_pkt = if w.opcode == WrOpcode::RdmaRead || w.opcode.is_send() || w.opcode.is_write() {
+                resid.div_ceil(mtu).max(1)
+            } else {
+                1
+            };
+            w.first_psn = self.req.psn;
+            w.last_psn = self.req.psn + (num_pkt - 1);
+            if w.sent == 0 {
+                w.orig_first_psn = w.first_psn;
+            }
+        }
+        if flags.contains(OpFlags::READ) {
+            self.req.psn = w.last_psn + 1;
+            w.sent = w.length;
+        } else {
+            self.req.psn += 1;
+            w.sent += payload;
+        }
+        w.state = if end {
+            if self.qp_type == QpType::Rc {
+                WqeState::Pending
+            } else {
+                WqeState::Done
+            }
+        } else {
+            WqeState::Processing
+        };
+        *self.sq.get_mut(i) = w;
+        if end {
+            self.sq.req = i.wrapping_add(1);
+        }
+        if self.qp_type == QpType::Rc {
+            if let (Some(t), None) = (self.timeout_ns, self.comp.retrans_deadline) {
+                self.comp.retrans_deadline = Some(now.add_nanos(t));
+            }
+        }
+        let t = finish(&path, self.src_port, buf, len)?;
+        if self.qp_type != QpType::Rc && end {
+            self.complete_done(ctx);
+        }
+        Some(t)
+    }
+
+    /// Completes `Done` WQEs at the head (UC/UD complete on transmission).
+    pub(crate) fn complete_done(&mut self, ctx: &mut Ctx<'_>) {
+        while self.sq.head != self.sq.req && self.sq.get(self.sq.head).state == WqeState::Done {
+            self.complete_head(ctx);
+        }
+        self.check_sq_drained(ctx);
+    }
+
+    /// A local error on the send side: complete what precedes, fail this WQE, flush the rest.
+    pub(crate) fn local_error(&mut self, ctx: &mut Ctx<'_>) {
+        self.to_error(ctx);
+    }
+}

@@ -1,0 +1,658 @@
+//! The responder (rxe `rxe_resp.c`): PSN check (in order / duplicate / out of sequence, one
+//! NAK per gap), opcode sequence, access checks with the right NAK, receive-WQE resources and
+//! RNR, length checks, R_Key checks, execution (placement, READ resources, atomics), receive
+//! completions, ACK generation and duplicate replay (C.2, C.5–C.9, C.12, C.13).
+use super::{Ctx, Job, Qp, Resource, RESP_JOBS};
+use crate::mem::{MemErr, MrEntry};
+use crate::net::{RxMeta, Transmit};
+use crate::verbs::*;
+use roce_wire::aeth::{self, NakCode, Syndrome};
+use roce_wire::transport::{Packet, Repr};
+use roce_wire::{atomic_ack_eth, bth, OpFlags, Opcode, Psn};
+use std::net::IpAddr;
+
+/// rxe's responder error states.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum RespErr {
+    MissingFirst,
+    MissingLastC,
+    MissingLastD1e,
+    Unsupported,
+    UcDrop,
+    Misaligned,
+    TooManyRdAtomic,
+    RkeyViolation,
+    Length,
+    MalformedWqe,
+    Rnr,
+    InvalidateRkey,
+}
+
+const NAK_INV_REQ: u8 = 0x61;
+const NAK_REM_ACC: u8 = 0x62;
+const NAK_REM_OP: u8 = 0x63;
+const NAK_PSN_SEQ: u8 = 0x60;
+
+fn is_send_mid(op: Opcode) -> bool {
+    matches!(op.0 & 0x1F, 0x00 | 0x01)
+}
+fn is_write_mid(op: Opcode) -> bool {
+    matches!(op.0 & 0x1F, 0x06 | 0x07)
+}
+
+impl Qp {
+    fn push_job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
+        if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) = (job, self.resp.jobs.back()) {
+            if s == aeth::CREDITS_INVALID && *t == aeth::CREDITS_INVALID {
+                // coalesce a backlog of positive ACKs: the later one acknowledges everything
+                *self.resp.jobs.back_mut().expect("non-empty") = job;
+                return;
+            }
+        }
+        if self.resp.jobs.len() >= RESP_JOBS {
+            ctx.ctr.resp_queue_full += 1;
+            return;
+        }
+        self.resp.jobs.push_back(job);
+    }
+
+    fn ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, syndrome: u8) {
+        let msn = self.resp.msn;
+        self.push_job(ctx, Job::Ack { psn, syndrome, msn });
+    }
+
+    /// Handles one request packet (REQ flag set), QP state already checked.
+    pub(crate) fn on_request(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Packet<&[u8]>, r: &Repr) {
+        let psn = r.bth.psn;
+        let flags = r.bth.opcode.flags();
+        match self.qp_type {
+            QpType::Rc => {
+                let d = psn.diff(self.resp.psn);
+                if d > 0 {
+                    ctx.ctr.out_of_seq_request += 1;
+                    if !self.resp.sent_psn_nak {
+                        self.resp.sent_psn_nak = true;
+                        let e = self.resp.psn;
+                        self.ack(ctx, e, NAK_PSN_SEQ);
+                    }
+                    return;
+                }
+                if d < 0 {
+                    ctx.ctr.duplicate_request += 1;
+                    self.duplicate_request(ctx, r);
+                    return;
+                }
+                self.resp.sent_psn_nak = false;
+            }
+            QpType::Uc => {
+                if self.resp.drop_msg || psn != self.resp.psn {
+                    if flags.contains(OpFlags::START) {
+                        self.resp.drop_msg = false;
+                        self.abandon_partial();
+                    } else {
+                        self.resp.drop_msg = true;
+                        self.abandon_partial();
+                        ctx.ctr.req_dropped += 1;
+                        return;
+                    }
+                }
+            }
+            QpType::Ud => {}
+        }
+        if let Err(e) = self.process_request(ctx, meta, p, r) {
+            self.resp_error(ctx, r, e);
+        }
+    }
+
+    /// UC class D1: forget a partly received message; its receive WQE is reused.
+    fn abandon_partial(&mut self) {
+        self.resp.opcode = None;
+        self.resp.send_off = 0;
+    }
+
+    fn process_request(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Packet<&[u8]>, r: &Repr) -> Result<(), RespErr> {
+        let op = r.bth.opcode;
+        let flags = op.flags();
+        let rc = self.qp_type == QpType::Rc;
+        // check_op_seq
+        match self.resp.opcode {
+            Some(prev) if is_send_mid(prev) && self.qp_type != QpType::Ud => {
+                if !(flags.contains(OpFlags::SEND) && !flags.contains(OpFlags::START)) {
+                    return Err(if rc { RespErr::MissingLastC } else { RespErr::MissingLastD1e });
+                }
+            }
+            Some(prev) if is_write_mid(prev) => {
+                if !(flags.contains(OpFlags::WRITE) && !flags.contains(OpFlags::START)) {
+                    return Err(if rc { RespErr::MissingLastC } else { RespErr::MissingLastD1e });
+                }
+            }
+            _ => {
+                if flags.contains(OpFlags::MIDDLE) || (flags.contains(OpFlags::END) && !flags.contains(OpFlags::START)) {
+                    return Err(if rc { RespErr::MissingFirst } else { RespErr::UcDrop });
+                }
+            }
+        }
+        // check_op_valid
+        let acc = self.attr.qp_access_flags;
+        if rc {
+            if (flags.contains(OpFlags::READ) && !acc.contains(AccessFlags::REMOTE_READ))
+                || (flags.contains(OpFlags::WRITE) && !acc.contains(AccessFlags::REMOTE_WRITE))
+                || (flags.contains(OpFlags::ATOMIC) && !acc.contains(AccessFlags::REMOTE_ATOMIC))
+            {
+                return Err(RespErr::Unsupported);
+            }
+        } else if self.qp_type == QpType::Uc && flags.contains(OpFlags::WRITE) && !acc.contains(AccessFlags::REMOTE_WRITE) {
+            return Err(RespErr::UcDrop);
+        }
+        // check_resource
+        if flags.intersects(OpFlags::READ | OpFlags::ATOMIC) {
+            if self.attr.max_dest_rd_atomic == 0 {
+                return Err(RespErr::TooManyRdAtomic);
+            }
+        } else if flags.contains(OpFlags::RWR) {
+            self.take_recv_wqe(ctx)?;
+        }
+        // check_length
+        let payload = p.payload_len() as u32;
+        if flags.contains(OpFlags::PAYLOAD) && self.qp_type != QpType::Ud {
+            let mtu = self.mtu;
+            let start = flags.contains(OpFlags::START);
+            let end = flags.contains(OpFlags::END);
+            let bad = if start && end {
+                payload > mtu
+            } else if start || flags.contains(OpFlags::MIDDLE) {
+                payload != mtu
+            } else {
+                payload == 0 || payload > mtu
+            };
+            if bad {
+                return Err(RespErr::Length);
+            }
+        }
+        if let Some(reth) = r.reth {
+            if reth.dma_len > 1 << 31 {
+                return Err(RespErr::Length);
+            }
+        }
+        let mrs = ctx.mrs;
+        let mr = if flags.intersects(OpFlags::READ | OpFlags::WRITE | OpFlags::ATOMIC) {
+            self.check_rkey(mrs, r, payload)?
+        } else {
+            None
+        };
+        // execute
+        if flags.contains(OpFlags::SEND) {
+            self.send_data_in(ctx, meta, p, r)?;
+        } else if flags.contains(OpFlags::WRITE) {
+            if let Some((e, off)) = mr {
+                e.mem.write(off, p.payload());
+            }
+            self.resp.offset += payload;
+            self.resp.resid -= payload;
+        } else if flags.contains(OpFlags::READ) {
+            self.execute_read(ctx, r);
+            return Ok(());
+        } else if flags.contains(OpFlags::ATOMIC) {
+            return self.execute_atomic(ctx, r, mr);
+        }
+        let psn = r.bth.psn;
+        if flags.contains(OpFlags::END) {
+            self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        }
+        self.resp.psn = psn + 1;
+        self.resp.ack_psn = self.resp.psn;
+        self.resp.opcode = Some(op);
+        if flags.contains(OpFlags::COMP) {
+            if let Some(ieth) = r.ieth {
+                // rxe invalidates only fast-registration MRs; user MRs fail (class J).
+                let _ = ieth;
+                return Err(RespErr::InvalidateRkey);
+            }
+            self.complete_recv(ctx, r, WcStatus::Success);
+        }
+        if rc && r.bth.ack_req && self.state != QpState::Err {
+            self.ack(ctx, psn, aeth::CREDITS_INVALID);
+        }
+        Ok(())
+    }
+
+    fn take_recv_wqe(&mut self, ctx: &mut Ctx<'_>) -> Result<(), RespErr> {
+        if let Some(srq) = self.srq {
+            if self.resp.srq_wqe.is_some() {
+                return Ok(());
+            }
+            let Some(s) = ctx.srqs.get_mut(srq.0) else { return Err(RespErr::Rnr) };
+            let Some((w, sges)) = s.rq.front() else { return Err(RespErr::Rnr) };
+            self.resp.srq_wqe = Some((w.wr_id, w.length));
+            self.resp.srq_sges.clear();
+            self.resp.srq_sges.extend_from_slice(sges);
+            s.rq.pop();
+            if s.limit > 0 && s.rq.len() < s.limit {
+                s.limit = 0;
+                ctx.events.push_back(AsyncEvent::SrqLimitReached(srq));
+            }
+            Ok(())
+        } else {
+            match &self.rq {
+                Some(rq) if rq.len() > 0 => {
+                    self.resp.wqe_held = true;
+                    Ok(())
+                }
+                _ => Err(RespErr::Rnr),
+            }
+        }
+    }
+
+    /// rxe `check_rkey`; returns the MR and the region offset of the bytes this packet touches.
+    fn check_rkey<'m>(&mut self, mrs: &'m crate::mem::MrTable, r: &Repr, payload: u32) -> Result<Option<(&'m MrEntry, usize)>, RespErr> {
+        let flags = r.bth.opcode.flags();
+        let access;
+        if flags.intersects(OpFlags::READ | OpFlags::WRITE) {
+            if let Some(reth) = r.reth {
+                self.resp.va = reth.va;
+                self.resp.offset = 0;
+                self.resp.resid = reth.dma_len;
+                self.resp.length = reth.dma_len;
+                self.resp.rkey = reth.rkey;
+                if reth.dma_len == 0 {
+                    // C9-88: a zero-length READ/WRITE need not carry a valid address or key
+                    return if payload == 0 { Ok(None) } else { Err(RespErr::Length) };
+                }
+            }
+            access = if flags.contains(OpFlags::READ) { AccessFlags::REMOTE_READ } else { AccessFlags::REMOTE_WRITE };
+        } else {
+            let a = r.atomic_eth.unwrap_or_default();
+            self.resp.va = a.va;
+            self.resp.offset = 0;
+            self.resp.rkey = a.rkey;
+            self.resp.resid = 8;
+            self.resp.length = 8;
+            access = AccessFlags::REMOTE_ATOMIC;
+        }
+        let va = self.resp.va.wrapping_add(self.resp.offset as u64);
+        let (e, off) = mrs
+            .check(self.resp.rkey, self.pd, access, va, self.resp.resid as u64)
+            .map_err(|_| RespErr::RkeyViolation)?;
+        if flags.contains(OpFlags::WRITE) {
+            let resid = self.resp.resid;
+            let pad = r.bth.pad_cnt as u32;
+            if resid > self.mtu {
+                if payload != self.mtu || pad != 0 {
+                    return Err(RespErr::Length);
+                }
+            } else if payload != resid || pad != (resid.wrapping_neg() & 3) {
+                return Err(RespErr::Length);
+            }
+        }
+        Ok(Some((e, off)))
+    }
+
+    fn send_data_in(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Packet<&[u8]>, r: &Repr) -> Result<(), RespErr> {
+        let mrs = ctx.mrs;
+        let ud = self.qp_type == QpType::Ud;
+        let mut grh = [0u8; 40];
+        if ud {
+            build_grh(&mut grh, meta, p.into_inner().len());
+        }
+        let res = {
+            let (sges, _) = self.cur_recv_sges();
+            let mut res = Ok(());
+            if ud {
+                res = mrs.scatter(self.pd, sges, 0, &grh);
+            }
+            if res.is_ok() {
+                let off = if ud { 40 } else { self.resp.send_off as u64 };
+                res = mrs.scatter(self.pd, sges, off, p.payload());
+            }
+            res
+        };
+        match res {
+            Ok(()) => {
+                if ud {
+                    self.resp.send_off = 40;
+                }
+                self.resp.send_off += p.payload_len() as u32;
+                let _ = r;
+                Ok(())
+            }
+            Err(MemErr::NoSpace) => Err(RespErr::Length),
+            Err(MemErr::Fault) => Err(RespErr::MalformedWqe),
+        }
+    }
+
+    fn cur_recv_sges(&self) -> (&[Sge], u64) {
+        if let Some((_, len)) = self.resp.srq_wqe {
+            (&self.resp.srq_sges, len)
+        } else if let Some((w, s)) = self.rq.as_ref().and_then(|q| q.front()) {
+            (s, w.length)
+        } else {
+            (&[], 0)
+        }
+    }
+
+    fn alloc_resource(&mut self, res: Resource) {
+        let n = self.resp.resources.len();
+        if n == 0 {
+            return;
+        }
+        self.resp.resources[self.resp.res_head] = res;
+        self.resp.res_head = (self.resp.res_head + 1) % n;
+    }
+
+    fn execute_read(&mut self, ctx: &mut Ctx<'_>, r: &Repr) {
+        let reth = r.reth.unwrap_or_default();
+        let psn = r.bth.psn;
+        let pkts = reth.dma_len.div_ceil(self.mtu).max(1);
+        let last = psn + (pkts - 1);
+        // C9-148: MSN counts the READ when it starts executing
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.alloc_resource(Resource {
+            valid: true,
+            atomic: false,
+            first_psn: psn,
+            last_psn: last,
+            va: reth.va,
+            rkey: reth.rkey,
+            length: reth.dma_len,
+            orig: 0,
+        });
+        let msn = self.resp.msn;
+        self.push_job(ctx, Job::Read { psn, va: reth.va, rkey: reth.rkey, resid: reth.dma_len, first: true, msn });
+        self.resp.psn = last + 1;
+        self.resp.opcode = None;
+    }
+
+    fn execute_atomic(&mut self, ctx: &mut Ctx<'_>, r: &Repr, mr: Option<(&MrEntry, usize)>) -> Result<(), RespErr> {
+        let a = r.atomic_eth.unwrap_or_default();
+        if a.va & 7 != 0 {
+            return Err(RespErr::Misaligned);
+        }
+        let (e, off) = mr.ok_or(RespErr::RkeyViolation)?;
+        let orig = if r.bth.opcode.0 & 0x1F == 0x13 {
+            e.mem.atomic_cmp_swap(off, a.compare, a.swap_add)
+        } else {
+            e.mem.atomic_fetch_add(off, a.swap_add)
+        };
+        let psn = r.bth.psn;
+        self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
+        self.alloc_resource(Resource { valid: true, atomic: true, first_psn: psn, last_psn: psn, va: a.va, rkey: a.rkey, length: 8, orig });
+        self.resp.psn = psn + 1;
+        self.resp.ack_psn = self.resp.psn;
+        self.resp.opcode = Some(r.bth.opcode);
+        let msn = self.resp.msn;
+        self.push_job(ctx, Job::AtomicAck { psn, orig, msn });
+        Ok(())
+    }
+
+    /// rxe `duplicate_request` (C9-105, C9-106).
+    fn duplicate_request(&mut self, ctx: &mut Ctx<'_>, r: &Repr) {
+        let flags = r.bth.opcode.flags();
+        let psn = r.bth.psn;
+        if flags.intersects(OpFlags::SEND | OpFlags::WRITE) {
+            let prev = self.resp.ack_psn - 1;
+            self.ack(ctx, prev, aeth::CREDITS_INVALID);
+            return;
+        }
+        let found = self
+            .resp
+            .resources
+            .iter()
+            .copied()
+            .find(|res| res.valid && psn.diff(res.first_psn) >= 0 && psn.diff(res.last_psn) <= 0);
+        let Some(res) = found else {
+            ctx.ctr.req_dropped += 1;
+            return;
+        };
+        if flags.contains(OpFlags::READ) && !res.atomic {
+            let reth = r.reth.unwrap_or_default();
+            let (va, len) = (reth.va, reth.dma_len as u64);
+            let within = va >= res.va && len <= res.length as u64 && va + len <= res.va + res.length as u64;
+            if !within || reth.rkey != res.rkey {
+                ctx.ctr.req_dropped += 1;
+                return;
+            }
+            let msn = self.resp.msn;
+            let first = psn == res.first_psn;
+            self.push_job(ctx, Job::Read { psn, va, rkey: reth.rkey, resid: reth.dma_len, first, msn });
+        } else if flags.contains(OpFlags::ATOMIC) && res.atomic {
+            // replay the stored result; the operation is not executed again
+            let msn = self.resp.msn;
+            self.push_job(ctx, Job::AtomicAck { psn, orig: res.orig, msn });
+        } else {
+            ctx.ctr.req_dropped += 1;
+        }
+    }
+
+    /// Posts the receive completion for the current message and releases its WQE.
+    fn complete_recv(&mut self, ctx: &mut Ctx<'_>, r: &Repr, status: WcStatus) {
+        let wr_id = if let Some((id, _)) = self.resp.srq_wqe.take() {
+            id
+        } else if self.resp.wqe_held {
+            let Some(rq) = self.rq.as_mut() else { return };
+            let Some((w, _)) = rq.front() else { return };
+            let id = w.wr_id;
+            rq.pop();
+            id
+        } else {
+            return;
+        };
+        self.resp.wqe_held = false;
+        let mut wc = WorkCompletion { wr_id, status, qp_num: self.qpn, ..Default::default() };
+        if status == WcStatus::Success {
+            let flags = r.bth.opcode.flags();
+            wc.wc_flags = WcFlags::GRH;
+            if flags.contains(OpFlags::WRITE) {
+                wc.opcode = WcOpcode::RecvRdmaWithImm;
+                wc.byte_len = self.resp.length;
+            } else {
+                wc.opcode = WcOpcode::Recv;
+                wc.byte_len = self.resp.send_off;
+                ctx.ctr.rdma_recvs += 1;
+            }
+            if let Some(i) = r.immdt {
+                wc.wc_flags |= WcFlags::WITH_IMM;
+                wc.imm_data = i.imm;
+            }
+            if let Some(i) = r.ieth {
+                wc.wc_flags |= WcFlags::WITH_INV;
+                wc.imm_data = i.rkey;
+            }
+            if let Some(d) = r.deth {
+                wc.src_qp = d.src_qp;
+            }
+        }
+        self.resp.send_off = 0;
+        if !ctx.cq_post(self.recv_cq, wc, r.bth.se) {
+            // class G: CQ overflow moves the QP to error
+            self.to_error(ctx);
+        }
+    }
+
+    /// rxe's error states of the responder.
+    fn resp_error(&mut self, ctx: &mut Ctx<'_>, r: &Repr, e: RespErr) {
+        let rc = self.qp_type == QpType::Rc;
+        let psn = r.bth.psn;
+        tracing::debug!(qpn = self.qpn, ?e, psn = psn.value(), "responder error");
+        let class_c = |qp: &mut Qp, ctx: &mut Ctx<'_>, nak: u8, status: WcStatus| {
+            qp.complete_recv(ctx, r, status);
+            qp.ack(ctx, psn, nak);
+            qp.to_error(ctx);
+        };
+        match e {
+            RespErr::Rnr => {
+                if rc {
+                    ctx.ctr.send_rnr_err += 1;
+                    let syn = Syndrome::RnrNak { timer: self.attr.min_rnr_timer }.to_byte();
+                    self.ack(ctx, psn, syn);
+                } else {
+                    self.resp.drop_msg = true;
+                    ctx.ctr.req_dropped += 1;
+                }
+            }
+            RespErr::MissingFirst | RespErr::MissingLastC | RespErr::Unsupported | RespErr::Misaligned | RespErr::TooManyRdAtomic => {
+                if rc {
+                    class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
+                } else {
+                    ctx.ctr.req_dropped += 1;
+                }
+            }
+            RespErr::UcDrop => {
+                self.resp.drop_msg = true;
+                ctx.ctr.req_dropped += 1;
+            }
+            RespErr::MissingLastD1e => {
+                if self.resp.srq_wqe.is_some() {
+                    self.resp.drop_msg = true;
+                    self.complete_recv(ctx, r, WcStatus::RemInvReqErr);
+                } else {
+                    self.abandon_partial();
+                }
+                ctx.ctr.req_dropped += 1;
+            }
+            RespErr::RkeyViolation => {
+                if rc {
+                    class_c(self, ctx, NAK_REM_ACC, WcStatus::RemAccessErr);
+                } else {
+                    self.resp.drop_msg = true;
+                    if self.resp.srq_wqe.is_some() {
+                        self.complete_recv(ctx, r, WcStatus::RemAccessErr);
+                    }
+                    self.abandon_partial();
+                    ctx.ctr.req_dropped += 1;
+                }
+            }
+            RespErr::Length => {
+                if rc {
+                    class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
+                } else {
+                    if self.resp.srq_wqe.is_some() {
+                        self.complete_recv(ctx, r, WcStatus::RemInvReqErr);
+                    }
+                    self.resp.drop_msg = true;
+                    self.abandon_partial();
+                    ctx.ctr.req_dropped += 1;
+                }
+            }
+            RespErr::MalformedWqe => {
+                self.complete_recv(ctx, r, WcStatus::LocQpOpErr);
+                if rc {
+                    self.ack(ctx, psn, NAK_REM_OP);
+                }
+                self.to_error(ctx);
+            }
+            RespErr::InvalidateRkey => {
+                // class J: the requester still gets its ACK; the receiver sees the error
+                self.complete_recv(ctx, r, WcStatus::RemInvReqErr);
+                if rc && r.bth.ack_req {
+                    self.ack(ctx, psn, aeth::CREDITS_INVALID);
+                }
+                self.to_error(ctx);
+            }
+        }
+    }
+
+    /// Produces the next queued response packet (ACK/NAK, read response, atomic ACK).
+    pub(crate) fn responder_next(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        loop {
+            let job = *self.resp.jobs.front()?;
+            let path = self.path?;
+            let dqp = self.attr.dest_qp_num;
+            let mut r;
+            match job {
+                Job::Ack { psn, syndrome, msn } => {
+                    r = Repr::new(bth::Repr::new(Opcode::RC_ACKNOWLEDGE, dqp, psn));
+                    r.aeth = Some(aeth::Repr { syndrome: Syndrome::from_byte(syndrome), msn });
+                    let len = super::requester::emit_headers(&r, buf)?;
+                    self.resp.jobs.pop_front();
+                    return super::requester::finish(&path, self.src_port, buf, len);
+                }
+                Job::AtomicAck { psn, orig, msn } => {
+                    r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
+                    r.aeth = Some(aeth::Repr { syndrome: Syndrome::ACK, msn });
+                    r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
+                    let len = super::requester::emit_headers(&r, buf)?;
+                    self.resp.jobs.pop_front();
+                    return super::requester::finish(&path, self.src_port, buf, len);
+                }
+                Job::Read { psn, va, rkey, resid, first, msn } => {
+                    let mtu = self.mtu;
+                    let fits = resid <= mtu;
+                    let op = match (first, fits) {
+                        (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
+                        (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
+                        (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
+                        (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
+                    };
+                    let payload = resid.min(mtu);
+                    r = Repr::new(bth::Repr::new(op, dqp, psn));
+                    if op.has(OpFlags::AETH) {
+                        r.aeth = Some(aeth::Repr { syndrome: Syndrome::ACK, msn });
+                    }
+                    r.set_payload_len(payload as usize);
+                    let len = super::requester::emit_headers(&r, buf)?;
+                    if payload > 0 {
+                        match ctx.mrs.check(rkey, self.pd, AccessFlags::REMOTE_READ, va, payload as u64) {
+                            Ok((e, off)) => {
+                                let h = r.header_len();
+                                e.mem.read(off, &mut buf[h..h + payload as usize]);
+                            }
+                            Err(_) => {
+                                // the MR went away under a (replayed) read: NAK, QP to error
+                                self.resp.jobs.pop_front();
+                                let msn = self.resp.msn;
+                                self.resp.jobs.push_front(Job::Ack { psn, syndrome: NakCode::RemoteAccessError.bits() | 0x60, msn });
+                                self.to_error(ctx);
+                                continue;
+                            }
+                        }
+                    }
+                    let left = resid - payload;
+                    if left == 0 {
+                        self.resp.jobs.pop_front();
+                    } else {
+                        *self.resp.jobs.front_mut().expect("job") =
+                            Job::Read { psn: psn + 1, va: va + payload as u64, rkey, resid: left, first: false, msn };
+                    }
+                    return super::requester::finish(&path, self.src_port, buf, len);
+                }
+            }
+        }
+    }
+}
+
+/// The 40 bytes rxe writes ahead of a UD receive buffer (`union rdma_network_hdr`).
+fn build_grh(out: &mut [u8; 40], m: &RxMeta, transport_len: usize) {
+    let udp_len = 8 + transport_len;
+    match (m.src_ip, m.dst_ip) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let ip = &mut out[20..40];
+            ip[0] = 0x45;
+            ip[1] = m.tos;
+            ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
+            ip[4..6].copy_from_slice(&m.ipv4_id.unwrap_or(0).to_be_bytes());
+            ip[6] = 0x40;
+            ip[8] = m.ttl;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&s.octets());
+            ip[16..20].copy_from_slice(&d.octets());
+            let mut sum: u32 = 0;
+            for c in ip.chunks(2) {
+                sum += u16::from_be_bytes([c[0], c[1]]) as u32;
+            }
+            while sum > 0xFFFF {
+                sum = (sum & 0xFFFF) + (sum >> 16);
+            }
+            ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let w0 = 6u32 << 28 | (m.tos as u32) << 20 | (m.flow_label & 0xF_FFFF);
+            out[0..4].copy_from_slice(&w0.to_be_bytes());
+            out[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
+            out[6] = 17;
+            out[7] = m.ttl;
+            out[8..24].copy_from_slice(&s.octets());
+            out[24..40].copy_from_slice(&d.octets());
+        }
+        _ => {}
+    }
+}

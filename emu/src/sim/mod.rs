@@ -1,0 +1,397 @@
+//! A deterministic simulated network that drives several [`Nic`]s on virtual time.
+//!
+//! Every datagram a NIC transmits is scheduled for delivery according to its link's latency,
+//! bandwidth, jitter and seeded impairments (loss, duplication, reordering delay, bit-flip
+//! corruption, which the receiver's ICRC check must catch). Time jumps straight to the next event
+//! (a delivery or a NIC timer); nothing sleeps. The same seed gives the same run, bit for bit.
+//! Datagrams can be handed to a [`PacketSink`] (e.g. a pcap writer) and to a test filter.
+use crate::{Instant, Nic, RxMeta, Transmit};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use roce_wire::transport::{Packet, Repr};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
+use std::net::IpAddr;
+
+/// Properties and impairments of a directed link.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkConfig {
+    /// One-way propagation delay (ns).
+    pub latency_ns: u64,
+    /// Uniform extra delay in `[0, jitter_ns]` (ns).
+    pub jitter_ns: u64,
+    /// Bytes per second on the wire (`None` = infinite).
+    pub bandwidth_bps: Option<u64>,
+    /// Probability a datagram is lost.
+    pub loss: f64,
+    /// Probability a datagram is delivered twice.
+    pub duplicate: f64,
+    /// Probability a datagram is held back by up to `reorder_delay_ns` (reordering).
+    pub reorder: f64,
+    /// Maximum hold-back for reordered datagrams (ns).
+    pub reorder_delay_ns: u64,
+    /// Probability one bit of the datagram is flipped.
+    pub corrupt: f64,
+}
+
+impl Default for LinkConfig {
+    fn default() -> Self {
+        LinkConfig {
+            latency_ns: 1_000,
+            jitter_ns: 0,
+            bandwidth_bps: None,
+            loss: 0.0,
+            duplicate: 0.0,
+            reorder: 0.0,
+            reorder_delay_ns: 0,
+            corrupt: 0.0,
+        }
+    }
+}
+
+impl LinkConfig {
+    /// A perfect link with zero latency.
+    pub fn ideal() -> LinkConfig {
+        LinkConfig { latency_ns: 0, ..Default::default() }
+    }
+}
+
+/// Receives every datagram the network delivers (for pcap writing or tracing).
+pub trait PacketSink {
+    /// `bytes` is BTH..ICRC as delivered (after any corruption).
+    fn packet(&mut self, time: Instant, src_ip: IpAddr, dst_ip: IpAddr, src_port: u16, bytes: &[u8]);
+}
+
+/// What a test filter decides for a transmitted datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Let the link's own rules apply.
+    Pass,
+    /// Drop it.
+    Drop,
+}
+
+/// A transmitted datagram as a test filter or capture sees it.
+#[derive(Clone, Debug)]
+pub struct Captured {
+    /// Transmission time.
+    pub time: Instant,
+    /// Sending NIC index.
+    pub from: usize,
+    /// Receiving NIC index (`usize::MAX` when nobody has the address).
+    pub to: usize,
+    /// Parsed headers.
+    pub repr: Repr,
+    /// BTH..ICRC as transmitted.
+    pub bytes: Vec<u8>,
+    /// Dropped (by the filter or the link).
+    pub dropped: bool,
+}
+
+type Filter = Box<dyn FnMut(&Captured) -> Verdict>;
+
+struct Flight {
+    to: usize,
+    meta: RxMeta,
+    data: Vec<u8>,
+}
+
+/// Network statistics.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub struct SimStats {
+    pub transmitted: u64,
+    pub delivered: u64,
+    pub lost: u64,
+    pub filtered: u64,
+    pub duplicated: u64,
+    pub reordered: u64,
+    pub corrupted: u64,
+    pub unroutable: u64,
+}
+
+/// The simulated network and its NICs.
+pub struct SimNet {
+    /// Current virtual time.
+    pub now: Instant,
+    /// The devices, by index.
+    pub nics: Vec<Nic>,
+    default_link: LinkConfig,
+    links: BTreeMap<(usize, usize), LinkConfig>,
+    busy_until: BTreeMap<(usize, usize), Instant>,
+    heap: BinaryHeap<Reverse<(Instant, u64)>>,
+    flights: BTreeMap<u64, Flight>,
+    pool: Vec<Vec<u8>>,
+    seq: u64,
+    rng: SmallRng,
+    seed: u64,
+    buf: Vec<u8>,
+    sink: Option<Box<dyn PacketSink>>,
+    filter: Option<Filter>,
+    capture: Option<Vec<Captured>>,
+    /// Statistics.
+    pub stats: SimStats,
+}
+
+impl SimNet {
+    /// An empty network with `seed` for every random decision.
+    pub fn new(seed: u64, default_link: LinkConfig) -> SimNet {
+        SimNet {
+            now: Instant::ZERO,
+            nics: Vec::new(),
+            default_link,
+            links: BTreeMap::new(),
+            busy_until: BTreeMap::new(),
+            heap: BinaryHeap::with_capacity(1024),
+            flights: BTreeMap::new(),
+            pool: Vec::new(),
+            seq: 0,
+            rng: SmallRng::seed_from_u64(seed),
+            seed,
+            buf: vec![0; 8192],
+            sink: None,
+            filter: None,
+            capture: None,
+            stats: SimStats::default(),
+        }
+    }
+
+    /// The seed this network was built with (print it when a test fails).
+    pub fn seed(&self) -> u64 {
+        self.seed
+    }
+
+    /// Adds a NIC; returns its index.
+    pub fn add_nic(&mut self, nic: Nic) -> usize {
+        self.nics.push(nic);
+        self.nics.len() - 1
+    }
+
+    /// Overrides the link `from → to`.
+    pub fn set_link(&mut self, from: usize, to: usize, cfg: LinkConfig) {
+        self.links.insert((from, to), cfg);
+    }
+
+    /// Sets the link config for both directions between every pair.
+    pub fn set_default_link(&mut self, cfg: LinkConfig) {
+        self.default_link = cfg;
+        self.links.clear();
+    }
+
+    /// Installs a sink that sees every delivered datagram.
+    pub fn set_sink(&mut self, sink: Box<dyn PacketSink>) {
+        self.sink = Some(sink);
+    }
+
+    /// Installs a test filter that may drop chosen transmitted datagrams.
+    pub fn set_filter(&mut self, f: impl FnMut(&Captured) -> Verdict + 'static) {
+        self.filter = Some(Box::new(f));
+    }
+
+    /// Removes the filter.
+    pub fn clear_filter(&mut self) {
+        self.filter = None;
+    }
+
+    /// Starts recording every transmitted datagram.
+    pub fn start_capture(&mut self) {
+        self.capture = Some(Vec::new());
+    }
+
+    /// Returns and clears the recording.
+    pub fn take_capture(&mut self) -> Vec<Captured> {
+        self.capture.as_mut().map(std::mem::take).unwrap_or_default()
+    }
+
+    fn route(&self, ip: IpAddr) -> Option<usize> {
+        self.nics.iter().position(|n| n.gids().iter().any(|g| crate::verbs::ip_from_gid(g) == ip))
+    }
+
+    fn enqueue(&mut self, at: Instant, to: usize, meta: RxMeta, bytes: &[u8]) {
+        let mut data = self.pool.pop().unwrap_or_default();
+        data.clear();
+        data.extend_from_slice(bytes);
+        let id = self.seq;
+        self.seq += 1;
+        self.flights.insert(id, Flight { to, meta, data });
+        self.heap.push(Reverse((at, id)));
+    }
+
+    fn transmit(&mut self, from: usize, t: Transmit) {
+        self.stats.transmitted += 1;
+        let len = t.len;
+        let to = self.route(t.dst_ip);
+        let want_record = self.filter.is_some() || self.capture.is_some();
+        let mut verdict = Verdict::Pass;
+        if want_record {
+            let bytes = self.buf[..len].to_vec();
+            let repr = Packet::new_checked(&bytes[..]).ok().and_then(|p| Repr::parse(&p).ok());
+            if let Some(repr) = repr {
+                let mut c = Captured { time: self.now, from, to: to.unwrap_or(usize::MAX), repr, bytes, dropped: false };
+                if let Some(f) = self.filter.as_mut() {
+                    verdict = f(&c);
+                }
+                c.dropped = verdict == Verdict::Drop;
+                if let Some(cap) = self.capture.as_mut() {
+                    cap.push(c);
+                }
+            }
+        }
+        let Some(to) = to else {
+            self.stats.unroutable += 1;
+            return;
+        };
+        if verdict == Verdict::Drop {
+            self.stats.filtered += 1;
+            return;
+        }
+        let link = *self.links.get(&(from, to)).unwrap_or(&self.default_link);
+        let rng = &mut self.rng;
+        if link.loss > 0.0 && rng.gen_bool(link.loss.min(1.0)) {
+            self.stats.lost += 1;
+            return;
+        }
+        let copies = if link.duplicate > 0.0 && rng.gen_bool(link.duplicate.min(1.0)) { 2 } else { 1 };
+        let mut depart = self.now;
+        if let Some(bw) = link.bandwidth_bps.filter(|b| *b > 0) {
+            let busy = self.busy_until.entry((from, to)).or_insert(Instant::ZERO);
+            depart = depart.max(*busy);
+            let tx_ns = ((len as u128 + 60) * 1_000_000_000 / bw as u128) as u64;
+            *busy = depart.add_nanos(tx_ns);
+            depart = *busy;
+        }
+        let meta = RxMeta {
+            src_ip: t.src_ip,
+            dst_ip: t.dst_ip,
+            src_port: t.src_port,
+            ipv4_id: Some(0),
+            tos: t.tos,
+            ttl: t.ttl,
+            flow_label: t.flow_label,
+        };
+        for c in 0..copies {
+            let rng = &mut self.rng;
+            let mut at = depart.add_nanos(link.latency_ns);
+            if link.jitter_ns > 0 {
+                at = at.add_nanos(rng.gen_range(0..=link.jitter_ns));
+            }
+            if link.reorder > 0.0 && rng.gen_bool(link.reorder.min(1.0)) {
+                at = at.add_nanos(rng.gen_range(0..=link.reorder_delay_ns.max(1)));
+                self.stats.reordered += 1;
+            }
+            if c == 1 {
+                self.stats.duplicated += 1;
+                at = at.add_nanos(rng.gen_range(0..=link.reorder_delay_ns.max(link.latency_ns).max(1)));
+            }
+            let corrupt = link.corrupt > 0.0 && rng.gen_bool(link.corrupt.min(1.0));
+            if corrupt && len > 5 {
+                // any bit but BTH byte 4 (FECN/BECN/resv6a, masked by the ICRC by design)
+                let mut byte = rng.gen_range(0..len - 1);
+                if byte >= 4 {
+                    byte += 1;
+                }
+                let bit = rng.gen_range(0..8);
+                self.stats.corrupted += 1;
+                let mut tmp = self.pool.pop().unwrap_or_default();
+                tmp.clear();
+                tmp.extend_from_slice(&self.buf[..len]);
+                tmp[byte] ^= 1 << bit;
+                self.enqueue_owned(at, to, meta, tmp);
+            } else {
+                let bytes = std::mem::take(&mut self.buf);
+                self.enqueue(at, to, meta, &bytes[..len]);
+                self.buf = bytes;
+            }
+        }
+    }
+
+    fn enqueue_owned(&mut self, at: Instant, to: usize, meta: RxMeta, data: Vec<u8>) {
+        let id = self.seq;
+        self.seq += 1;
+        self.flights.insert(id, Flight { to, meta, data });
+        self.heap.push(Reverse((at, id)));
+    }
+
+    /// Delivers and transmits everything due at the current time.
+    pub fn pump(&mut self) {
+        loop {
+            let mut progress = false;
+            for i in 0..self.nics.len() {
+                loop {
+                    let now = self.now;
+                    let Some(t) = self.nics[i].poll_transmit(now, &mut self.buf) else { break };
+                    self.transmit(i, t);
+                    progress = true;
+                }
+            }
+            while let Some(Reverse((at, id))) = self.heap.peek().copied() {
+                if at > self.now {
+                    break;
+                }
+                self.heap.pop();
+                let Some(f) = self.flights.remove(&id) else { continue };
+                self.stats.delivered += 1;
+                if let Some(s) = self.sink.as_mut() {
+                    s.packet(self.now, f.meta.src_ip, f.meta.dst_ip, f.meta.src_port, &f.data);
+                }
+                self.nics[f.to].handle_datagram(self.now, &f.meta, &f.data);
+                self.pool.push(f.data);
+                progress = true;
+                // let the receiver answer before more arrivals at the same instant
+                break;
+            }
+            if !progress {
+                break;
+            }
+        }
+    }
+
+    /// The next moment anything happens (a delivery or a NIC timer).
+    pub fn next_event(&self) -> Option<Instant> {
+        let d = self.heap.peek().map(|Reverse((t, _))| *t);
+        let t = self.nics.iter().filter_map(|n| n.poll_timeout()).min();
+        match (d, t) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Pumps, then advances time to the next event and runs it. False when nothing is pending.
+    pub fn step(&mut self) -> bool {
+        self.pump();
+        let Some(t) = self.next_event() else { return false };
+        if t > self.now {
+            self.now = t;
+        }
+        let now = self.now;
+        for n in &mut self.nics {
+            if n.poll_timeout().is_some_and(|d| d <= now) {
+                n.handle_timeout(now);
+            }
+        }
+        self.pump();
+        true
+    }
+
+    /// Steps until `pred` holds (true) or the next event lies past `deadline` / nothing is
+    /// pending (false).
+    pub fn run_until(&mut self, mut pred: impl FnMut(&mut SimNet) -> bool, deadline: Instant) -> bool {
+        loop {
+            self.pump();
+            if pred(self) {
+                return true;
+            }
+            match self.next_event() {
+                Some(t) if t <= deadline => {
+                    self.step();
+                }
+                _ => return pred(self),
+            }
+        }
+    }
+
+    /// Steps until nothing is pending or `deadline`; returns true when idle.
+    pub fn run_idle(&mut self, deadline: Instant) -> bool {
+        self.run_until(|s| s.next_event().is_none(), deadline)
+    }
+}
