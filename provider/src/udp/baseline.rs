@@ -1,1 +1,341 @@
-//! Raw UDP baseline (todo).
+//! Raw UDP baseline on loopback (127.0.0.1 -> 127.0.0.2): what the kernel's UDP path can do on
+//! this machine, so RoCE benchmarks can print ratios against it.
+//!
+//! * [`throughput`]: a sender thread (pinned to CPU 0) sends flat out, a receiver thread (pinned
+//!   to CPU 1) spins on non-blocking `recvmmsg`; bytes are counted **at the receiver** during the
+//!   measurement window, after a short warm-up. [`Technique::Mmsg`] is one datagram per packet
+//!   with `sendmmsg`/`recvmmsg`; [`Technique::GsoGro`] is UDP GSO on send and GRO on receive.
+//! * [`pingpong`]: one datagram bounced between two busy-polling threads; p50/p99 round trip.
+//!
+//! Both use [`Socket`] itself (ephemeral ports, so they never collide with a NIC on 4791) and stop
+//! by themselves. Numbers vary 2-10x on a shared machine: compare ratios from the same run.
+
+use std::io;
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use super::{OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
+
+/// How the throughput test moves datagrams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Technique {
+    /// One datagram per packet: `sendmmsg` of `batch` datagrams, `recvmmsg` without GRO.
+    Mmsg {
+        /// Datagrams per `sendmmsg` (and receive slots).
+        batch: usize,
+    },
+    /// UDP GSO sends of `segments` datagrams each (0: as many as fit in 64 KiB, at most 64),
+    /// received with UDP GRO.
+    GsoGro {
+        /// Segments per GSO send (0 = auto).
+        segments: usize,
+    },
+}
+
+/// Result of [`throughput`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Throughput {
+    /// UDP payload bytes per datagram.
+    pub size: usize,
+    /// What was measured.
+    pub technique: Technique,
+    /// The measurement window.
+    pub elapsed: Duration,
+    /// UDP payload bytes received in the window.
+    pub bytes: u64,
+    /// Datagrams received in the window.
+    pub datagrams: u64,
+    /// Receive-queue drops reported by the kernel (`SO_RXQ_OVFL`) over the whole run.
+    pub drops: u64,
+    /// Whether kernel GSO / GRO were really used.
+    pub gso: bool,
+    /// See `gso`.
+    pub gro: bool,
+}
+
+impl Throughput {
+    /// UDP payload goodput in Gbit/s.
+    pub fn gbit_per_s(&self) -> f64 {
+        self.bytes as f64 * 8.0 / self.elapsed.as_secs_f64() / 1e9
+    }
+    /// Datagrams per second.
+    pub fn datagrams_per_s(&self) -> f64 {
+        self.datagrams as f64 / self.elapsed.as_secs_f64()
+    }
+}
+
+impl std::fmt::Display for Throughput {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:>6} B {:<22} {:>8.2} Gbit/s {:>8.3} M datagrams/s (drops {}, gso {}, gro {})",
+            self.size,
+            format!("{:?}", self.technique),
+            self.gbit_per_s(),
+            self.datagrams_per_s() / 1e6,
+            self.drops,
+            self.gso,
+            self.gro
+        )
+    }
+}
+
+const SRC: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 1));
+const DST: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+const WARMUP: Duration = Duration::from_millis(150);
+
+fn cfg(gso: bool, gro: bool) -> SocketConfig {
+    SocketConfig {
+        port: 0,
+        gso,
+        gro,
+        ..Default::default()
+    }
+}
+
+/// Pins the calling thread to `cpu` when the machine has it (best effort).
+pub fn pin(cpu: usize) {
+    let n = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if cpu < n {
+        let _ = super::sys::pin_to_cpu(cpu);
+    }
+}
+
+/// Measures loopback UDP throughput for datagrams of `size` payload bytes for `duration`.
+pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::Result<Throughput> {
+    let size = size.clamp(1, 65507 - 40);
+    let (gso, gro, per_send, batch) = match technique {
+        Technique::Mmsg { batch } => (false, false, 1usize, batch.clamp(1, 1024)),
+        Technique::GsoGro { segments } => {
+            let auto = (65000 / size).clamp(1, super::MAX_GSO_SEGMENTS);
+            let s = if segments == 0 {
+                auto
+            } else {
+                segments.min(auto)
+            };
+            (true, true, s, 8)
+        }
+    };
+    let mut tx = Socket::bind(SRC, cfg(gso, false))?;
+    let mut rx = Socket::bind(DST, cfg(false, gro))?;
+    let dst = rx.local_addr();
+    let used_gso = gso && tx.features().gso;
+    let used_gro = gro && rx.features().gro;
+    let stop = Arc::new(AtomicBool::new(false));
+    let bytes = Arc::new(AtomicU64::new(0));
+    let dgrams = Arc::new(AtomicU64::new(0));
+    let drops = Arc::new(AtomicU64::new(0));
+
+    let receiver = {
+        let (stop, bytes, dgrams, drops) =
+            (stop.clone(), bytes.clone(), dgrams.clone(), drops.clone());
+        std::thread::spawn(move || -> io::Result<()> {
+            pin(1);
+            let slots = if gro { 16 } else { 64 };
+            let slot_size = if gro { super::GRO_SLOT } else { size.max(64) };
+            let mut b = RecvBatch::with_layout(slots, slot_size, 0);
+            while !stop.load(Ordering::Relaxed) {
+                let n = rx.recv_batch(&mut b, Wait::NonBlocking)?;
+                if n > 0 {
+                    bytes.fetch_add(b.bytes() as u64, Ordering::Relaxed);
+                    dgrams.fetch_add(n as u64, Ordering::Relaxed);
+                    if let Some(d) = b.drops() {
+                        drops.fetch_max(d as u64, Ordering::Relaxed);
+                    }
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+            Ok(())
+        })
+    };
+    let sender = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> io::Result<()> {
+            pin(0);
+            let payload = vec![0x5Au8; size * per_send];
+            let one = OutDatagram {
+                dst: dst.ip(),
+                dst_port: dst.port(),
+                src_port: 0,
+                tos: None,
+                ttl: None,
+                payload: &payload,
+                gso_size: (per_send > 1).then_some(size as u16),
+            };
+            let msgs = vec![one; batch];
+            while !stop.load(Ordering::Relaxed) {
+                tx.send_batch(&msgs, Wait::NonBlocking)?;
+            }
+            Ok(())
+        })
+    };
+    std::thread::sleep(WARMUP);
+    let (b0, d0, t0) = (
+        bytes.load(Ordering::Relaxed),
+        dgrams.load(Ordering::Relaxed),
+        Instant::now(),
+    );
+    std::thread::sleep(duration);
+    let (b1, d1, t1) = (
+        bytes.load(Ordering::Relaxed),
+        dgrams.load(Ordering::Relaxed),
+        Instant::now(),
+    );
+    stop.store(true, Ordering::Relaxed);
+    let rs = sender
+        .join()
+        .map_err(|_| io::Error::other("sender panicked"))?;
+    let rr = receiver
+        .join()
+        .map_err(|_| io::Error::other("receiver panicked"))?;
+    rs?;
+    rr?;
+    Ok(Throughput {
+        size,
+        technique,
+        elapsed: t1 - t0,
+        bytes: b1 - b0,
+        datagrams: d1 - d0,
+        drops: drops.load(Ordering::Relaxed),
+        gso: used_gso,
+        gro: used_gro,
+    })
+}
+
+/// Result of [`pingpong`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PingPong {
+    /// UDP payload bytes per datagram.
+    pub size: usize,
+    /// Round trips measured.
+    pub iters: usize,
+    /// Round trips that timed out (lost datagrams), not counted in the percentiles.
+    pub lost: usize,
+    /// Median round trip.
+    pub p50: Duration,
+    /// 99th percentile round trip.
+    pub p99: Duration,
+    /// Fastest round trip.
+    pub min: Duration,
+}
+
+impl std::fmt::Display for PingPong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:>6} B ping-pong, busy-poll: p50 {:.1} us  p99 {:.1} us  min {:.1} us  ({} round trips, {} lost)",
+            self.size,
+            self.p50.as_secs_f64() * 1e6,
+            self.p99.as_secs_f64() * 1e6,
+            self.min.as_secs_f64() * 1e6,
+            self.iters,
+            self.lost
+        )
+    }
+}
+
+/// Bounces one `size`-byte datagram `iters` times between two busy-polling threads (CPU 0 and
+/// CPU 1) and reports round-trip percentiles. Stops after at most ~3 s whatever `iters` is.
+pub fn pingpong(size: usize, iters: usize) -> io::Result<PingPong> {
+    let size = size.clamp(1, 65507 - 40);
+    let iters = iters.max(1);
+    let mut a = Socket::bind(SRC, cfg(false, false))?;
+    let mut b = Socket::bind(DST, cfg(false, false))?;
+    let (pa, pb) = (a.local_addr(), b.local_addr());
+    let stop = Arc::new(AtomicBool::new(false));
+    let echo = {
+        let stop = stop.clone();
+        std::thread::spawn(move || -> io::Result<()> {
+            pin(1);
+            let mut batch = RecvBatch::with_layout(4, size.max(64), 0);
+            let mut buf = vec![0u8; size];
+            while !stop.load(Ordering::Relaxed) {
+                if b.recv_batch(&mut batch, Wait::NonBlocking)? == 0 {
+                    std::hint::spin_loop();
+                    continue;
+                }
+                for d in batch.iter() {
+                    let n = d.payload.len().min(buf.len());
+                    buf[..n].copy_from_slice(&d.payload[..n]);
+                }
+                let mut o = OutDatagram::new(pa.ip(), 0, &buf);
+                o.dst_port = pa.port();
+                b.send_batch(&[o], Wait::Block(Some(Duration::from_millis(100))))?;
+            }
+            Ok(())
+        })
+    };
+    let pinger = std::thread::spawn(move || -> io::Result<(Vec<Duration>, usize)> {
+        pin(0);
+        let mut batch = RecvBatch::with_layout(4, size.max(64), 0);
+        let payload = vec![0xA5u8; size];
+        let mut o = OutDatagram::new(pb.ip(), 0, &payload);
+        o.dst_port = pb.port();
+        let warm = (iters / 10).clamp(10, 1000);
+        let mut rtts = Vec::with_capacity(iters);
+        let mut lost = 0;
+        let deadline = Instant::now() + Duration::from_secs(3);
+        for i in 0..warm + iters {
+            if Instant::now() > deadline {
+                break;
+            }
+            let t0 = Instant::now();
+            a.send_batch(&[o], Wait::Block(Some(Duration::from_millis(100))))?;
+            let timeout = t0 + Duration::from_millis(100);
+            loop {
+                if a.recv_batch(&mut batch, Wait::NonBlocking)? > 0 {
+                    if i >= warm {
+                        rtts.push(t0.elapsed());
+                    }
+                    break;
+                }
+                if Instant::now() > timeout {
+                    lost += 1;
+                    break;
+                }
+                std::hint::spin_loop();
+            }
+        }
+        Ok((rtts, lost))
+    });
+    let r = pinger
+        .join()
+        .map_err(|_| io::Error::other("pinger panicked"));
+    stop.store(true, Ordering::Relaxed);
+    echo.join()
+        .map_err(|_| io::Error::other("echo panicked"))??;
+    let (mut rtts, lost) = r??;
+    if rtts.is_empty() {
+        return Err(io::Error::other("no round trip completed"));
+    }
+    rtts.sort_unstable();
+    let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize];
+    Ok(PingPong {
+        size,
+        iters: rtts.len(),
+        lost,
+        p50: pct(0.50),
+        p99: pct(0.99),
+        min: rtts[0],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Smoke test only: the measurements run and move data. No timed assertions.
+    #[test]
+    fn baseline_runs_and_moves_data() {
+        let d = Duration::from_millis(100);
+        let t = throughput(1084, Technique::Mmsg { batch: 16 }, d).unwrap();
+        assert!(t.datagrams > 0 && t.bytes == t.datagrams * 1084, "{t}");
+        let t = throughput(1084, Technique::GsoGro { segments: 0 }, d).unwrap();
+        assert!(t.datagrams > 0, "{t}");
+        let p = pingpong(64, 200).unwrap();
+        assert!(p.iters > 0 && p.p50 <= p.p99, "{p}");
+    }
+}

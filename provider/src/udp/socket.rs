@@ -100,7 +100,7 @@ struct Msg {
     dgram: u32,
     off: u32,
     len: u32,
-    ctrl: u16,
+    ctrl: u32,
 }
 
 struct PortSock {
@@ -475,7 +475,7 @@ impl Socket {
                     dgram: di as u32,
                     off: off as u32,
                     len: len as u32,
-                    ctrl: nctrl as u16,
+                    ctrl: nctrl as u32,
                 });
                 nctrl += 1;
             };
