@@ -1,0 +1,22 @@
+//! Diagnostics on stderr (never stdout: rdma-core removed provider output on stdout, #803).
+
+use std::collections::HashSet;
+use std::io::Write as _;
+use std::sync::Mutex;
+
+static WARNED: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+pub fn warn(msg: &str) {
+    let _ = writeln!(std::io::stderr(), "libibverbs (roce): {msg}");
+}
+
+/// Warns once per process that `verb` is not implemented (unless `ROCE_QUIET=1`).
+pub fn unimplemented_once(verb: &'static str) {
+    if std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1") {
+        return;
+    }
+    let mut g = WARNED.lock().unwrap_or_else(|e| e.into_inner());
+    if g.get_or_insert_with(HashSet::new).insert(verb) {
+        warn(&format!("{verb}() is not implemented by this emulated device; it returns an error"));
+    }
+}
