@@ -13,6 +13,8 @@
 //!
 //! See README.md for how `libibverbs.so.1` is produced and found.
 #![deny(unsafe_op_in_unsafe_fn)]
+// Unit-test builds have no generated export table, so most entry points look unused there.
+#![cfg_attr(test, allow(dead_code, unused_imports))]
 #![allow(clippy::missing_safety_doc)] // each ffi module documents its safety contract at the top
 
 pub mod abi;

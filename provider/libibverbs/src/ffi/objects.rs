@@ -93,6 +93,14 @@ fn null_with<T>(e: Errno) -> *mut T {
     null_mut()
 }
 
+/// Says once on stderr that the engine does not implement `verb` yet, then passes `e` on.
+fn noted(verb: &'static str, e: Errno) -> Errno {
+    if e == Errno::EOPNOTSUPP || e == Errno::ENOSYS {
+        unimplemented_once(verb);
+    }
+    e
+}
+
 /// Adds one to a C-visible counter under `lock` (used by the ack verbs).
 pub(crate) fn bump_u32(field: *mut u32, lock: &Mutex<()>, n: u32) {
     let _g = lock.lock().unwrap_or_else(|e| e.into_inner());
@@ -111,7 +119,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
                 let pd = Box::new(Pd { c: UnsafeCell::new(ibv_pd { context, handle: id.0 as u32 }), id });
                 Box::into_raw(pd).cast()
             }
-            Err(e) => null_with(e),
+            Err(e) => null_with(noted("ibv_alloc_pd", e)),
         }
     })
 }
@@ -128,7 +136,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
                 drop(unsafe { Box::from_raw(pd.cast::<Pd>()) });
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_dealloc_pd", e).0,
         }
     })
 }
@@ -187,7 +195,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                 });
                 Box::into_raw(mr).cast()
             }
-            Err(e) => null_with(e),
+            Err(e) => null_with(noted("ibv_reg_mr", e)),
         }
     })
 }
@@ -204,7 +212,7 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
                 drop(unsafe { Box::from_raw(mr.cast::<Mr>()) });
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_dereg_mr", e).0,
         }
     })
 }
@@ -290,7 +298,7 @@ fn new_cq(
         Err(e) => {
             // SAFETY: just allocated above, never published.
             drop(unsafe { Box::from_raw(cq) });
-            Err(e)
+            Err(noted("ibv_create_cq", e))
         }
     }
 }
@@ -335,7 +343,7 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
                 unsafe { (*c.c.get()).cqe = n.min(i32::MAX as u32) as c_int };
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_resize_cq", e).0,
         }
     })
 }
@@ -354,7 +362,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         // SAFETY: our object.
         let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else { return libc::EINVAL };
         if let Err(e) = ctx.inner.backend.destroy_cq(c.id) {
-            return e.0;
+            return noted("ibv_destroy_cq", e).0;
         }
         // SAFETY: `channel` is NULL or a live channel (it cannot be destroyed while refcnt > 0).
         if let Some(ch) = unsafe { c.channel.as_ref() } {
@@ -405,7 +413,7 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
         };
         match ctx.inner.backend.poll_cq(c.id, out) {
             Ok(n) => n.min(num_entries as usize) as c_int,
-            Err(e) => -e.0,
+            Err(e) => -noted("ibv_poll_cq", e).0,
         }
     })
 }
@@ -418,7 +426,7 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_
         let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else { return libc::EINVAL };
         match ctx.inner.backend.req_notify_cq(c.id, solicited_only != 0) {
             Ok(()) => 0,
-            Err(e) => e.0,
+            Err(e) => noted("ibv_req_notify_cq", e).0,
         }
     })
 }
@@ -524,7 +532,7 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
         Err(e) => {
             // SAFETY: never published.
             drop(unsafe { Box::from_raw(qp) });
-            Err(e)
+            Err(noted("ibv_create_qp", e))
         }
     }
 }
@@ -626,7 +634,7 @@ pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, 
                 }
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_modify_qp", e).0,
         }
     })
 }
@@ -664,7 +672,7 @@ pub unsafe extern "C" fn ibv_query_qp(
                 }
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_query_qp", e).0,
         }
     })
 }
@@ -682,7 +690,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
                 drop(unsafe { Box::from_raw(qp.cast::<Qp>()) });
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_destroy_qp", e).0,
         }
     })
 }
@@ -750,7 +758,7 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *m
                         }
                     }
                 }
-                ctx.inner.backend.post_send(q.id, &s)
+                ctx.inner.backend.post_send(q.id, &s).map_err(|e| noted("ibv_post_send", e))
             })();
             if let Err(e) = r {
                 if !bad_wr.is_null() {
@@ -794,7 +802,7 @@ unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *m
         let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
         // SAFETY: our object.
         let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else { return libc::EINVAL };
-        post_recv_list(wr, bad_wr, |w| ctx.inner.backend.post_recv(q.id, w))
+        post_recv_list(wr, bad_wr, |w| ctx.inner.backend.post_recv(q.id, w).map_err(|e| noted("ibv_post_recv", e)))
     })
 }
 
@@ -839,7 +847,7 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv
             Err(e) => {
                 // SAFETY: never published.
                 drop(unsafe { Box::from_raw(srq) });
-                null_with(e)
+                null_with(noted("ibv_create_srq", e))
             }
         }
     })
@@ -863,7 +871,7 @@ pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_sr
         let a = unsafe { srq_attr.read() };
         match ctx.inner.backend.modify_srq(s.id, &a, srq_attr_mask) {
             Ok(()) => 0,
-            Err(e) => e.0,
+            Err(e) => noted("ibv_modify_srq", e).0,
         }
     })
 }
@@ -880,7 +888,7 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
                 unsafe { srq_attr.write(a) };
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_query_srq", e).0,
         }
     })
 }
@@ -895,7 +903,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
                 drop(unsafe { Box::from_raw(srq.cast::<Srq>()) });
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_destroy_srq", e).0,
         }
     })
 }
@@ -903,7 +911,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
 unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
     guard(libc::EIO, || {
         let Some((s, ctx)) = srq_ctx(srq) else { return libc::EINVAL };
-        post_recv_list(wr, bad_wr, |w| ctx.inner.backend.post_srq_recv(s.id, w))
+        post_recv_list(wr, bad_wr, |w| ctx.inner.backend.post_srq_recv(s.id, w).map_err(|e| noted("ibv_post_srq_recv", e)))
     })
 }
 
@@ -924,7 +932,7 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
         let a = unsafe { attr.read() };
         match ctx.inner.backend.create_ah(p.id, &a) {
             Ok(id) => Box::into_raw(Box::new(Ah { c: UnsafeCell::new(ibv_ah { context, pd, handle: id.0 as u32 }), id })).cast(),
-            Err(e) => null_with(e),
+            Err(e) => null_with(noted("ibv_create_ah", e)),
         }
     })
 }
@@ -941,7 +949,7 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
                 drop(unsafe { Box::from_raw(ah.cast::<Ah>()) });
                 0
             }
-            Err(e) => e.0,
+            Err(e) => noted("ibv_destroy_ah", e).0,
         }
     })
 }
@@ -1037,7 +1045,7 @@ unsafe fn mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16, attach: bool) ->
         };
         match r {
             Ok(()) => 0,
-            Err(e) => e.0,
+            Err(e) => noted("ibv_attach_mcast/ibv_detach_mcast", e).0,
         }
     })
 }
