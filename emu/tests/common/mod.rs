@@ -1,0 +1,213 @@
+//! Shared scenario-test harness: two NICs on a SimNet with one connected QP each.
+#![allow(dead_code)]
+use roce_emu::sim::{LinkConfig, SimNet};
+use roce_emu::*;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+pub const IOVA: u64 = 0x1_0000;
+pub const MEM: usize = 1 << 20;
+
+pub struct Side {
+    pub idx: usize,
+    pub ip: IpAddr,
+    pub pd: Pd,
+    pub scq: Cq,
+    pub rcq: Cq,
+    pub qpn: u32,
+    pub mem: VecMemory,
+    pub mr: Mr,
+}
+
+#[derive(Clone, Copy)]
+pub struct Opts {
+    pub qp_type: QpType,
+    pub mtu: Mtu,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub a_psn: u32,
+    pub b_psn: u32,
+    pub max_rd_atomic: u8,
+    pub cqe: u32,
+    pub access: AccessFlags,
+    pub use_srq: bool,
+    pub sq_sig_all: bool,
+}
+
+impl Default for Opts {
+    fn default() -> Self {
+        Opts {
+            qp_type: QpType::Rc,
+            mtu: Mtu::Mtu1024,
+            timeout: 14,
+            retry_cnt: 7,
+            rnr_retry: 7,
+            min_rnr_timer: 12,
+            a_psn: 0x100,
+            b_psn: 0x200,
+            max_rd_atomic: 16,
+            cqe: 256,
+            access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
+            use_srq: false,
+            sq_sig_all: false,
+        }
+    }
+}
+
+pub struct Pair {
+    pub net: SimNet,
+    pub a: Side,
+    pub b: Side,
+    pub opts: Opts,
+}
+
+fn side(net: &mut SimNet, ip: &str, o: &Opts, seed: u64) -> Side {
+    let ip: IpAddr = ip.parse().unwrap();
+    let mut cfg = NicConfig::new(ip);
+    cfg.seed = seed;
+    let idx = net.add_nic(Nic::new(cfg));
+    let nic = &mut net.nics[idx];
+    let pd = nic.alloc_pd().unwrap();
+    let scq = nic.create_cq(o.cqe).unwrap();
+    let rcq = nic.create_cq(o.cqe).unwrap();
+    let mem = VecMemory::new(MEM);
+    let mr = nic
+        .reg_mr(pd, Arc::new(mem.clone()), IOVA, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC)
+        .unwrap();
+    let srq = o.use_srq.then(|| nic.create_srq(pd, SrqAttr { max_wr: 64, max_sge: 4, srq_limit: 0 }).unwrap());
+    let init = QpInitAttr {
+        send_cq: scq,
+        recv_cq: rcq,
+        srq,
+        cap: QpCap { max_send_wr: 128, max_recv_wr: 128, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 64 },
+        qp_type: o.qp_type,
+        sq_sig_all: o.sq_sig_all,
+    };
+    let qpn = nic.create_qp(pd, &init).unwrap();
+    Side { idx, ip, pd, scq, rcq, qpn, mem, mr }
+}
+
+pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_psn: u32) {
+    use QpAttrMask as M;
+    let mut a = QpAttr { qp_state: QpState::Init, port_num: 1, qp_access_flags: o.access, qkey: 0x1111_1111, ..Default::default() };
+    let m = if o.qp_type == QpType::Ud { M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY } else { M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS };
+    nic.modify_qp(me.qpn, &a, m).unwrap();
+    a.qp_state = QpState::Rtr;
+    a.ah_attr = AhAttr::to_ip(peer.ip);
+    a.path_mtu = o.mtu;
+    a.dest_qp_num = peer.qpn;
+    a.rq_psn = rq_psn;
+    a.max_dest_rd_atomic = 16;
+    a.min_rnr_timer = o.min_rnr_timer;
+    let m = match o.qp_type {
+        QpType::Rc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+        QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
+        QpType::Ud => M::STATE,
+    };
+    nic.modify_qp(me.qpn, &a, m).unwrap();
+    a.qp_state = QpState::Rts;
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.sq_psn = sq_psn;
+    a.max_rd_atomic = o.max_rd_atomic;
+    let m = match o.qp_type {
+        QpType::Rc => M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
+        _ => M::STATE | M::SQ_PSN,
+    };
+    nic.modify_qp(me.qpn, &a, m).unwrap();
+}
+
+impl Pair {
+    pub fn new(seed: u64, link: LinkConfig, o: Opts) -> Pair {
+        let mut net = SimNet::new(seed, link);
+        let a = side(&mut net, "10.0.0.1", &o, seed ^ 0xA);
+        let b = side(&mut net, "10.0.0.2", &o, seed ^ 0xB);
+        connect(&mut net.nics[a.idx], &a, &b, &o, o.a_psn, o.b_psn);
+        connect(&mut net.nics[b.idx], &b, &a, &o, o.b_psn, o.a_psn);
+        Pair { net, a, b, opts: o }
+    }
+
+    pub fn nic_a(&mut self) -> &mut Nic {
+        &mut self.net.nics[self.a.idx]
+    }
+    pub fn nic_b(&mut self) -> &mut Nic {
+        &mut self.net.nics[self.b.idx]
+    }
+
+    /// A SendWr gathering `len` bytes at `off` of A's memory.
+    pub fn post_a(&mut self, wr: SendWr<'_>) {
+        let q = self.a.qpn;
+        self.net.nics[self.a.idx].post_send(q, &wr).unwrap();
+    }
+
+    pub fn recv_b(&mut self, wr_id: u64, off: u64, len: u32) {
+        let sge = [Sge { addr: IOVA + off, length: len, lkey: self.b.mr.lkey }];
+        let q = self.b.qpn;
+        self.net.nics[self.b.idx].post_recv(q, &RecvWr { wr_id, sg_list: &sge }).unwrap();
+    }
+
+    pub fn run(&mut self, ms: u64) {
+        let d = Instant::from_millis(self.net.now.as_nanos() / 1_000_000 + ms);
+        self.net.run_idle(d);
+    }
+
+    pub fn poll(nic: &mut Nic, cq: Cq) -> Vec<WorkCompletion> {
+        let mut out = Vec::new();
+        let mut wc = [WorkCompletion::default(); 16];
+        loop {
+            let n = nic.poll_cq(cq, &mut wc);
+            if n == 0 {
+                return out;
+            }
+            out.extend_from_slice(&wc[..n]);
+        }
+    }
+    pub fn scq_a(&mut self) -> Vec<WorkCompletion> {
+        let cq = self.a.scq;
+        Self::poll(&mut self.net.nics[self.a.idx], cq)
+    }
+    pub fn rcq_b(&mut self) -> Vec<WorkCompletion> {
+        let cq = self.b.rcq;
+        Self::poll(&mut self.net.nics[self.b.idx], cq)
+    }
+}
+
+pub fn sge(s: &Side, off: u64, len: u32) -> Sge {
+    Sge { addr: IOVA + off, length: len, lkey: s.mr.lkey }
+}
+
+pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+}
+
+/// `(from, opcode name, psn, ack_req, aeth syndrome byte, payload len)` of each captured packet.
+pub fn summary(c: &[roce_emu::sim::Captured]) -> Vec<(usize, String, u32, bool, Option<u8>, usize)> {
+    c.iter()
+        .map(|p| {
+            (
+                p.from,
+                p.repr.bth.opcode.info().name.to_string(),
+                p.repr.bth.psn.value(),
+                p.repr.bth.ack_req,
+                p.repr.aeth.map(|a| a.syndrome.to_byte()),
+                p.repr.payload_len,
+            )
+        })
+        .collect()
+}
+
+pub fn seed_msg(seed: u64) -> String {
+    format!("seed = {seed:#x} (replay with this seed)")
+}
+
+impl Pair {
+    pub fn qp_a(&self) -> QpAttr {
+        self.net.nics[self.a.idx].query_qp(self.a.qpn).unwrap()
+    }
+    pub fn qp_b(&self) -> QpAttr {
+        self.net.nics[self.b.idx].query_qp(self.b.qpn).unwrap()
+    }
+}

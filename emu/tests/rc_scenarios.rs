@@ -1,0 +1,314 @@
+//! RC scenario tests: exact packets and completions.
+mod common;
+use common::*;
+use roce_emu::sim::{LinkConfig, Verdict};
+use roce_emu::*;
+
+fn s(name: &str) -> String {
+    name.to_string()
+}
+
+#[test]
+fn segmented_send_uses_first_middle_last_and_one_ack() {
+    let mut p = Pair::new(1, LinkConfig::default(), Opts::default());
+    let data = pattern(2500, 7);
+    p.a.mem.store(0, &data);
+    p.recv_b(77, 0x8000, 4096);
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0, 2500)];
+    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.run(10);
+    let c = summary(&p.net.take_capture());
+    assert_eq!(
+        c,
+        vec![
+            (0, s("SEND_FIRST"), 0x100, false, None, 1024),
+            (0, s("SEND_MIDDLE"), 0x101, false, None, 1024),
+            (0, s("SEND_LAST"), 0x102, true, None, 452),
+            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+        ]
+    );
+    let wc = p.scq_a();
+    assert_eq!(wc.len(), 1);
+    assert_eq!((wc[0].wr_id, wc[0].status, wc[0].opcode, wc[0].byte_len), (1, WcStatus::Success, WcOpcode::Send, 2500));
+    let rc = p.rcq_b();
+    assert_eq!(rc.len(), 1);
+    assert_eq!((rc[0].wr_id, rc[0].status, rc[0].opcode, rc[0].byte_len), (77, WcStatus::Success, WcOpcode::Recv, 2500));
+    assert_eq!(rc[0].wc_flags, WcFlags::GRH);
+    assert_eq!(rc[0].qp_num, p.b.qpn);
+    assert_eq!(p.b.mem.load(0x8000, 2500), data);
+    assert_eq!(p.nic_a().counters().rdma_sends, 1);
+    assert_eq!(p.nic_b().counters().rdma_recvs, 1);
+}
+
+#[test]
+fn segmented_write_with_imm_places_data_and_consumes_recv() {
+    let mut p = Pair::new(2, LinkConfig::default(), Opts { mtu: Mtu::Mtu256, ..Default::default() });
+    let data = pattern(600, 3);
+    p.a.mem.store(0x100, &data);
+    p.recv_b(5, 0, 0);
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0x100, 600)];
+    let rkey = p.b.mr.rkey;
+    p.post_a(SendWr {
+        wr_id: 9,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWriteWithImm,
+        send_flags: SendFlags::SIGNALED,
+        imm_data: 0xdeadbeef,
+        remote_addr: IOVA + 0x4000,
+        rkey,
+        ..Default::default()
+    });
+    p.run(10);
+    let cap = p.net.take_capture();
+    assert_eq!(
+        summary(&cap),
+        vec![
+            (0, s("RDMA_WRITE_FIRST"), 0x100, false, None, 256),
+            (0, s("RDMA_WRITE_MIDDLE"), 0x101, false, None, 256),
+            (0, s("RDMA_WRITE_LAST_WITH_IMMEDIATE"), 0x102, true, None, 88),
+            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+        ]
+    );
+    let reth = cap[0].repr.reth.unwrap();
+    assert_eq!((reth.va, reth.rkey, reth.dma_len), (IOVA + 0x4000, rkey, 600));
+    assert_eq!(cap[2].repr.immdt.unwrap().imm, 0xdeadbeef);
+    assert_eq!(cap[3].repr.aeth.unwrap().msn, 1);
+    assert_eq!(p.b.mem.load(0x4000, 600), data);
+    let wc = p.scq_a();
+    assert_eq!((wc[0].opcode, wc[0].byte_len, wc[0].wc_flags), (WcOpcode::RdmaWrite, 600, WcFlags::WITH_IMM));
+    let rc = p.rcq_b();
+    assert_eq!(rc.len(), 1);
+    assert_eq!((rc[0].wr_id, rc[0].opcode, rc[0].byte_len, rc[0].imm_data), (5, WcOpcode::RecvRdmaWithImm, 600, 0xdeadbeef));
+    assert_eq!(rc[0].wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
+}
+
+#[test]
+fn read_with_lost_response_retries_from_comp_psn() {
+    // 3-packet read; the MIDDLE response is lost once: after the ACK timeout the requester
+    // re-requests from comp.psn with the VA advanced by one MTU and the length reduced.
+    let mut p = Pair::new(3, LinkConfig::default(), Opts { timeout: 10, ..Default::default() });
+    let data = pattern(2100, 9);
+    p.b.mem.store(0x2000, &data);
+    let mut dropped = false;
+    p.net.set_filter(move |c| {
+        if !dropped && c.repr.bth.opcode.info().name == "RDMA_READ_RESPONSE_MIDDLE" {
+            dropped = true;
+            return Verdict::Drop;
+        }
+        Verdict::Pass
+    });
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0x3000, 2100)];
+    let rkey = p.b.mr.rkey;
+    p.post_a(SendWr { wr_id: 4, sg_list: &sg, opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x2000, rkey, ..Default::default() });
+    p.run(100);
+    let cap = p.net.take_capture();
+    assert_eq!(
+        summary(&cap),
+        vec![
+            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
+            (1, s("RDMA_READ_RESPONSE_FIRST"), 0x100, false, Some(0x1F), 1024),
+            (1, s("RDMA_READ_RESPONSE_MIDDLE"), 0x101, false, None, 1024),
+            (1, s("RDMA_READ_RESPONSE_LAST"), 0x102, false, Some(0x1F), 52),
+            (0, s("RDMA_READ_REQUEST"), 0x101, true, None, 0),
+            (1, s("RDMA_READ_RESPONSE_MIDDLE"), 0x101, false, None, 1024),
+            (1, s("RDMA_READ_RESPONSE_LAST"), 0x102, false, Some(0x1F), 52),
+        ]
+    );
+    assert!(cap[3].dropped == false && cap[2].dropped);
+    let reth = cap[4].repr.reth.unwrap();
+    assert_eq!((reth.va, reth.dma_len), (IOVA + 0x2000 + 1024, 2100 - 1024));
+    // the retry came one local ACK timeout (4.096us << 10) after the last progress
+    assert!(cap[4].time.as_nanos() - cap[1].time.as_nanos() >= 4096 << 10);
+    let wc = p.scq_a();
+    assert_eq!(wc.len(), 1);
+    assert_eq!((wc[0].status, wc[0].opcode, wc[0].byte_len), (WcStatus::Success, WcOpcode::RdmaRead, 2100));
+    assert_eq!(p.a.mem.load(0x3000, 2100), data);
+    assert_eq!(p.nic_a().counters().completer_retry_err, 1);
+    assert_eq!(p.nic_b().counters().duplicate_request, 1);
+}
+
+#[test]
+fn rnr_nak_then_success() {
+    let mut p = Pair::new(4, LinkConfig::default(), Opts { min_rnr_timer: 1, ..Default::default() });
+    p.a.mem.store(0, b"hello");
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0, 5)];
+    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.net.run_until(|n| n.stats.delivered >= 2, Instant::from_millis(1));
+    p.recv_b(3, 0, 64);
+    p.run(10);
+    let cap = p.net.take_capture();
+    assert_eq!(
+        summary(&cap),
+        vec![
+            (0, s("SEND_ONLY"), 0x100, true, None, 5),
+            (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x21), 0),
+            (0, s("SEND_ONLY"), 0x100, true, None, 5),
+            (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x1F), 0),
+        ]
+    );
+    // RNR timer code 1 = 10us
+    assert!(cap[2].time.as_nanos() - cap[1].time.as_nanos() >= 10_000);
+    assert_eq!(p.scq_a()[0].status, WcStatus::Success);
+    assert_eq!(p.rcq_b()[0].byte_len, 5);
+    assert_eq!(p.nic_a().counters().rcvd_rnr_err, 1);
+    assert_eq!(p.nic_b().counters().send_rnr_err, 1);
+}
+
+#[test]
+fn rnr_retries_exhausted_completes_with_rnr_retry_exc_err() {
+    let mut p = Pair::new(5, LinkConfig::default(), Opts { min_rnr_timer: 1, rnr_retry: 2, ..Default::default() });
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0, 8)];
+    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.post_a(SendWr { wr_id: 2, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.run(100);
+    let c = summary(&p.net.take_capture());
+    let rnrs = c.iter().filter(|x| x.4 == Some(0x21) && x.2 == 0x100).count();
+    assert_eq!(rnrs, 3, "{c:?}");
+    let wc = p.scq_a();
+    assert_eq!(wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]);
+    assert_eq!(p.qp_a().qp_state, QpState::Err);
+    assert_eq!(p.nic_a().counters().retry_rnr_exceeded_err, 1);
+}
+
+#[test]
+fn retry_exhausted_moves_qp_to_error_and_flushes() {
+    let mut p = Pair::new(6, LinkConfig::default(), Opts { timeout: 8, retry_cnt: 3, ..Default::default() });
+    p.net.set_filter(|c| if c.from == 1 { Verdict::Drop } else { Verdict::Pass });
+    for i in 0..3 {
+        p.recv_b(i, 0, 64);
+    }
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0, 8)];
+    for i in 1..=3 {
+        p.post_a(SendWr { wr_id: i, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    }
+    p.run(1000);
+    let c = summary(&p.net.take_capture());
+    let from_a: Vec<u32> = c.iter().filter(|x| x.0 == 0).map(|x| x.2).collect();
+    // 1 transmission + 3 retries of all three PSNs
+    assert_eq!(from_a, [0x100, 0x101, 0x102].repeat(4));
+    let wc = p.scq_a();
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr), (3, WcStatus::WrFlushErr)]
+    );
+    assert_eq!(p.qp_a().qp_state, QpState::Err);
+    assert_eq!(p.nic_a().counters().retry_exceeded_err, 1);
+    assert_eq!(p.nic_a().counters().completer_retry_err, 3);
+    // B processed each request once, the rest were duplicates
+    assert_eq!(p.nic_b().counters().duplicate_request, 9);
+    // posting on an ERR QP flushes at once
+    p.post_a(SendWr { wr_id: 9, sg_list: &sg, opcode: WrOpcode::Send, ..Default::default() });
+    assert_eq!(p.scq_a().iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(9, WcStatus::WrFlushErr)]);
+}
+
+#[test]
+fn psn_wraps_mid_message() {
+    let o = Opts { a_psn: 0xFF_FFFE, mtu: Mtu::Mtu256, ..Default::default() };
+    let mut p = Pair::new(7, LinkConfig::default(), o);
+    let data = pattern(1000, 1);
+    p.a.mem.store(0, &data);
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0, 1000)];
+    let rkey = p.b.mr.rkey;
+    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 0x800, 8)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+    p.run(10);
+    let c = summary(&p.net.take_capture());
+    assert_eq!(
+        c,
+        vec![
+            (0, s("RDMA_WRITE_FIRST"), 0xFF_FFFE, false, None, 256),
+            (0, s("RDMA_WRITE_MIDDLE"), 0xFF_FFFF, false, None, 256),
+            (0, s("RDMA_WRITE_MIDDLE"), 0, false, None, 256),
+            (0, s("RDMA_WRITE_LAST"), 1, true, None, 232),
+            (0, s("RDMA_READ_REQUEST"), 2, true, None, 0),
+            (1, s("ACKNOWLEDGE"), 1, false, Some(0x1F), 0),
+            (1, s("RDMA_READ_RESPONSE_ONLY"), 2, false, Some(0x1F), 8),
+        ]
+    );
+    assert_eq!(p.b.mem.load(0, 1000), data);
+    assert_eq!(p.a.mem.load(0x800, 8), data[..8]);
+    assert_eq!(p.scq_a().len(), 2);
+    assert_eq!(p.qp_a().sq_psn, 3);
+}
+
+#[test]
+fn duplicate_read_is_replayed_from_memory() {
+    let mut p = Pair::new(8, LinkConfig::default(), Opts { timeout: 10, ..Default::default() });
+    p.b.mem.store(0x100, &pattern(300, 4));
+    // drop every response the first time: the duplicate READ must be served from the resource
+    let mut n = 0;
+    p.net.set_filter(move |c| {
+        if c.from == 1 && n == 0 {
+            n += 1;
+            return Verdict::Drop;
+        }
+        Verdict::Pass
+    });
+    p.net.start_capture();
+    let rkey = p.b.mr.rkey;
+    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 300)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x100, rkey, ..Default::default() });
+    p.run(100);
+    let c = summary(&p.net.take_capture());
+    assert_eq!(
+        c,
+        vec![
+            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
+            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 300),
+            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
+            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 300),
+        ]
+    );
+    assert_eq!(p.nic_b().counters().duplicate_request, 1);
+    assert_eq!(p.a.mem.load(0, 300), pattern(300, 4));
+    assert_eq!(p.scq_a()[0].status, WcStatus::Success);
+}
+
+#[test]
+fn atomics_replay_stored_result_without_reexecuting() {
+    let mut p = Pair::new(9, LinkConfig::default(), Opts { timeout: 10, ..Default::default() });
+    p.b.mem.store(0x40, &100u64.to_ne_bytes());
+    let mut n = 0;
+    p.net.set_filter(move |c| {
+        if c.from == 1 && n == 0 {
+            n += 1;
+            return Verdict::Drop;
+        }
+        Verdict::Pass
+    });
+    p.net.start_capture();
+    let rkey = p.b.mr.rkey;
+    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 8)], opcode: WrOpcode::AtomicFetchAndAdd, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x40, rkey, compare_add: 5, ..Default::default() });
+    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 8, 8)], opcode: WrOpcode::AtomicCmpAndSwp, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x40, rkey, compare_add: 105, swap: 7, ..Default::default() });
+    p.run(100);
+    let cap = p.net.take_capture();
+    let c = summary(&cap);
+    assert_eq!(
+        c,
+        vec![
+            (0, s("FETCH_ADD"), 0x100, true, None, 0),
+            (0, s("COMPARE_SWAP"), 0x101, true, None, 0),
+            (1, s("ATOMIC_ACKNOWLEDGE"), 0x100, false, Some(0x1F), 0),
+            (1, s("ATOMIC_ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
+            (0, s("FETCH_ADD"), 0x100, true, None, 0),
+            (0, s("COMPARE_SWAP"), 0x101, true, None, 0),
+            (1, s("ATOMIC_ACKNOWLEDGE"), 0x100, false, Some(0x1F), 0),
+            (1, s("ATOMIC_ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
+        ]
+    );
+    assert_eq!(cap[6].repr.atomic_ack_eth.unwrap().orig, 100);
+    assert_eq!(cap[7].repr.atomic_ack_eth.unwrap().orig, 105);
+    // executed once each: 100 + 5 = 105, then 105 == 105 -> 7
+    assert_eq!(p.b.mem.load(0x40, 8), 7u64.to_ne_bytes());
+    assert_eq!(p.a.mem.load(0, 8), 100u64.to_ne_bytes());
+    assert_eq!(p.a.mem.load(8, 8), 105u64.to_ne_bytes());
+    assert_eq!(p.nic_b().counters().duplicate_request, 2);
+    let wc = p.scq_a();
+    assert_eq!(wc.iter().map(|w| (w.opcode, w.status, w.byte_len)).collect::<Vec<_>>(), vec![(WcOpcode::FetchAdd, WcStatus::Success, 8), (WcOpcode::CompSwap, WcStatus::Success, 8)]);
+}
