@@ -348,3 +348,86 @@ fn capture_gso_segment_ids() {
             .unwrap_or_else(|e| panic!("segment {k}: ICRC over the real headers: {e:?}"));
     }
 }
+
+/// The raw sender writes the IPv4 ID, TOS (ECN included), TTL and source port verbatim. A UDP
+/// socket receiver cannot verify the ICRC of a nonzero-ID packet (the kernel-rxe situation) and
+/// counts it as not verifiable; the capture, which sees the real header, verifies it.
+#[test]
+fn capture_raw_sender_full_header_control() {
+    let Some(mut cap) = capture_or_skip("capture_raw_sender_full_header_control") else {
+        return;
+    };
+    let mut raw = match super::raw::RawSender::open() {
+        Ok(r) => r,
+        Err(e) => {
+            if std::env::var("CI").as_deref() == Ok("true") {
+                panic!("CI=true but no raw socket: {e}");
+            }
+            eprintln!("SKIPPED capture_raw_sender_full_header_control: {e}");
+            return;
+        }
+    };
+    let mut b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
+    let pb = b.local_addr();
+    let src = v4(127, 0, 0, 1);
+    let mut bufs = Vec::new();
+    let mut hdrs = Vec::new();
+    for (i, id) in [0x1234u16, 0].into_iter().enumerate() {
+        let mut p = payload(i as u32, 40);
+        let h = WireHeaders::new(&HeaderFacts {
+            src,
+            dst: pb.ip(),
+            sport: 0xC0DE,
+            dport: pb.port(),
+            payload_len: p.len(),
+            ip_id: id,
+            tos: 0x03,
+            ttl: 9,
+        });
+        h.fill_icrc(&mut p).unwrap();
+        bufs.push(p);
+        hdrs.push(h);
+    }
+    let pkts: Vec<_> = hdrs
+        .iter()
+        .zip(&bufs)
+        .map(|(h, p)| super::raw::RawDatagram {
+            headers: *h,
+            payload: p,
+        })
+        .collect();
+    assert_eq!(raw.send_batch(&pkts).unwrap(), 2);
+    let from = SocketAddr::new(src, 0xC0DE);
+    let got = cap.collect(2, T, between(from, pb)).unwrap();
+    assert_eq!(got.len(), 2);
+    for (c, h) in got.iter().zip(&hdrs) {
+        eprintln!("raw sender: {}", describe(c));
+        assert_eq!(&c.ip[..], h.ip(), "raw header sent verbatim");
+        assert_eq!(&c.udp[..], h.udp());
+        c.verify_icrc().unwrap();
+    }
+    let counters = IcrcCounters::default();
+    let mut batch = RecvBatch::new(4);
+    let mut verdicts = Vec::new();
+    while verdicts.len() < 2 {
+        assert!(b.recv_batch(&mut batch, Wait::Block(Some(T))).unwrap() > 0);
+        for d in batch.iter() {
+            assert_eq!(d.src, from);
+            assert_eq!((d.tos, d.ttl), (Some(3), Some(9)));
+            let v = check_icrc(
+                &d.wire_headers(),
+                false,
+                d.payload,
+                IcrcPolicy::AssumeZeroElseAccept,
+                &counters,
+            );
+            verdicts.push(v);
+        }
+    }
+    assert_eq!(
+        verdicts,
+        [IcrcVerdict::NotVerifiable, IcrcVerdict::Verified],
+        "ID 0x1234 is invisible to a UDP socket; ID 0 verifies"
+    );
+    assert_eq!(counters.snapshot(), (1, 0, 1));
+}

@@ -5,6 +5,7 @@
 //! * [`headers`] rebuilds the IP/UDP headers the kernel sends, so the ICRC can be computed over
 //!   exactly those bytes on both sides, and decides what to do when it cannot ([`IcrcPolicy`]).
 //! * [`baseline`] measures what raw UDP on loopback can do, for benchmark ratios.
+//! * [`raw`] is a raw IPv4 sender (`IP_HDRINCL`) with full control of ID, TOS, TTL and ports.
 //! * [`capture`] is an `AF_PACKET` receiver that sees full IP headers (used by the tests that
 //!   establish the IPv4 identification facts; needs `CAP_NET_RAW`).
 //!
@@ -18,6 +19,7 @@ pub mod capture;
 pub mod cmsg;
 pub mod datagram;
 pub mod headers;
+pub mod raw;
 mod socket;
 mod sys;
 

@@ -253,13 +253,18 @@ pub(crate) fn recvmmsg(
         return Err(io::Error::last_os_error());
     }
     let r = r as usize;
-    for i in 0..r {
-        let h = &scratch.hdrs[i];
-        meta[i] = RecvMeta {
+    for ((m, h), name) in meta
+        .iter_mut()
+        .zip(&scratch.hdrs)
+        .zip(&scratch.names)
+        .take(r)
+    {
+        *m = RecvMeta {
             len: h.msg_len as usize,
+            #[allow(clippy::unnecessary_cast)] // socklen_t on some libcs, usize on glibc
             control_len: h.msg_hdr.msg_controllen as usize,
             flags: h.msg_hdr.msg_flags,
-            src: storage_to_addr(&scratch.names[i], h.msg_hdr.msg_namelen),
+            src: storage_to_addr(name, h.msg_hdr.msg_namelen),
         };
     }
     Ok(r)

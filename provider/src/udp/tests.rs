@@ -18,20 +18,17 @@ fn pair(a_cfg: SocketConfig, b_cfg: SocketConfig) -> (Socket, Socket) {
     (a, b)
 }
 
-/// Receives until `n` datagrams arrived; returns (payload, src, tos, ttl, verdict) of each.
-fn recv_n(
-    b: &mut Socket,
-    n: usize,
-    policy: IcrcPolicy,
-    counters: &IcrcCounters,
-) -> Vec<(
+type Got = (
     Vec<u8>,
     std::net::SocketAddr,
     Option<u8>,
     Option<u8>,
     IcrcVerdict,
     u16,
-)> {
+);
+
+/// Receives until `n` datagrams arrived; returns (payload, src, tos, ttl, verdict) of each.
+fn recv_n(b: &mut Socket, n: usize, policy: IcrcPolicy, counters: &IcrcCounters) -> Vec<Got> {
     let mut batch = RecvBatch::new(16);
     let mut out = Vec::new();
     while out.len() < n {
