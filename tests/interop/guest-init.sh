@@ -52,6 +52,7 @@ setup() {
   ip link set eth0 mtu "${mtu:-1500}" up
   ip addr add "$ip" dev eth0
   rdma link add rxe0 type rxe netdev eth0 || echo "lab-init: rdma link add failed"
+  rxe-drops arm || echo "lab-init: rxe-drops arm failed"
   state=/sys/class/infiniband/rxe0/ports/1/state
   i=0
   while ! grep -q ACTIVE "$state" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done

@@ -124,6 +124,9 @@ PCAP=$("$L" capture stop ${PCAP_DEST:+"$PCAP_DEST"} 2>/dev/null)
 for g in a b; do
   "$L" run "$g" "rdma statistic show link rxe0/1" >"$OUT/stat-$g.txt" 2>&1 || true
   "$L" run "$g" "dmesg | grep -iE 'rxe|icrc|rdma' | tail -n 20" >"$OUT/dmesg-$g.txt" 2>&1 || true
+  # 6.1 rxe counts no ICRC/header drops; rxe-drops (armed at boot) traces them.
+  if "$L" run "$g" rxe-drops >"$OUT/drops-$g.txt" 2>&1; then r=pass; else r=fail; fi
+  row "guest $g rxe drops (whole run)" "$r" "$(cat "$OUT/drops-$g.txt")" "-"
 done
 if python3 "$HERE/icrc_check.py" "$PCAP" >"$OUT/icrc.txt" 2>&1; then
   row "capture ICRC check" pass "$(grep -o '[0-9]* RoCEv2 packets' "$OUT/icrc.txt")" "$(secs_since "$t0")"
@@ -138,6 +141,16 @@ if [ -n "$ROCE" ]; then
   "$ROCE" decode "$PCAP" >"$OUT/roce-decode.txt" 2>&1 && rd=pass || rd=fail
   row "roce decode" "$rd" "$(tail -n 1 "$OUT/roce-decode.txt" | cut -c1-32)" "-"
 fi
+
+# ---- host-peer path: a namespace on the bridge sends hand-built RoCEv2 to guest a ----------
+t0=$(now_ms)
+"$L" hostjoin --ip 198.18.0.10 >/dev/null
+before=$("$L" run a "rdma statistic show link rxe0/1" | sed -n 's/.* rdma_recvs \([0-9]*\).*/\1/p')
+"$L" host python3 "$HERE/peer_probe.py" --dst $A --good 4 --bad 0 >/dev/null
+sleep 1
+after=$("$L" run a "rdma statistic show link rxe0/1" | sed -n 's/.* rdma_recvs \([0-9]*\).*/\1/p')
+if [ "$((after - before))" = 4 ] && "$L" run a rxe-drops >/dev/null; then r=pass; else r=fail; fi
+row "host peer -> a: 4 UD to QP1" "$r" "rdma_recvs +$((after - before)), no drops" "$(secs_since "$t0")"
 
 # ---- report --------------------------------------------------------------------------------
 timed "total" "$(secs_since "$T_ALL")"

@@ -135,6 +135,7 @@ build_initramfs() {
   mkdir -p "$stage"/{proc,sys,dev,tmp,run,share,root,etc,lib/modules,usr/sbin}
   cp "$CACHE_DIR/kernel-$kver/modules/"* "$stage/lib/modules/"
   install -m 0755 "$INTEROP_DIR/guest-init.sh" "$stage/init"
+  install -D -m 0755 "$INTEROP_DIR/guest-rxe-drops.sh" "$stage/usr/local/bin/rxe-drops"
   # busybox applets for everything the packages do not provide (real ip/rdma win).
   local a
   for a in $("$stage/bin/busybox" --list-full); do
@@ -162,7 +163,7 @@ cmd_prepare() {
   # The rootfs and initramfs are rebuilt when a package file or the guest init changes.
   key=$(printf '%s\n' "${debs[@]:1}" | xargs -n1 basename | sha256sum | cut -c1-16)
   prepare_rootfs "$key" "${debs[@]:1}"
-  key=$( (echo "$kver $key"; cat "$INTEROP_DIR/guest-init.sh" "$INTEROP_DIR/lib/prepare.sh") | sha256sum | cut -c1-16)
+  key=$( (echo "$kver $key"; cat "$INTEROP_DIR"/guest-*.sh "$INTEROP_DIR/lib/prepare.sh") | sha256sum | cut -c1-16)
   initrd=$CACHE_DIR/initramfs-$key.cpio
   if [ ! -f "$initrd" ]; then
     rm -f "$CACHE_DIR"/initramfs-*.cpio

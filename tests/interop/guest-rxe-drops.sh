@@ -1,0 +1,41 @@
+#!/bin/sh
+# rxe-drops (installed in the guest as /usr/local/bin/rxe-drops).
+# Kernel 6.1's rxe drops packets with a bad ICRC or a failing header check silently: no
+# `rdma statistic` counter and no log line. This arms two trace events that count them:
+#   icrc   kretprobe on rxe_icrc_check, recorded only when it returns an error;
+#   rcv    skb:kfree_skb whose caller lies inside rxe_rcv or rxe_udp_encap_recv (every drop
+#          taken there: bad ICRC, unknown QP, P_Key/Q_Key mismatch, bad transport version,
+#          wrong state, ...).
+#   rxe-drops arm     (done by the guest init at boot)
+#   rxe-drops         prints "icrc_errors=N rxe_rcv_drops=M"
+T=/sys/kernel/debug/tracing
+
+sym() { grep " [tT] $1\b" /proc/kallsyms | head -1 | cut -d' ' -f1; }
+# The address of the first symbol after ADDR (kallsyms addresses are fixed-width hex).
+next_sym() { cut -d' ' -f1 /proc/kallsyms | sort -u | awk -v a="$1" '$1 > a {print; exit}'; }
+
+arm() {
+  mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+  echo 'r:rxe_icrc rdma_rxe:rxe_icrc_check ret=$retval:s32' >>$T/kprobe_events
+  echo 'ret != 0' >$T/events/kprobes/rxe_icrc/filter
+  echo 1 >$T/events/kprobes/rxe_icrc/enable
+  f=""
+  for fn in rxe_rcv rxe_udp_encap_recv; do
+    lo=$(sym $fn); [ -n "$lo" ] || continue
+    hi=$(next_sym "$lo")
+    f="${f:+$f || }(location >= 0x$lo && location < 0x$hi)"
+  done
+  echo "$f" >$T/events/skb/kfree_skb/filter
+  echo 1 >$T/events/skb/kfree_skb/enable
+  echo 4096 >$T/buffer_size_kb
+}
+
+case "${1:-show}" in
+  arm) arm ;;
+  show)
+    icrc=$(grep -c 'rxe_icrc:' $T/trace)
+    rcv=$(grep -c 'kfree_skb:' $T/trace)
+    echo "icrc_errors=$icrc rxe_rcv_drops=$rcv"
+    [ "$icrc" = 0 ] && [ "$rcv" = 0 ] ;;
+  *) echo "usage: rxe-drops [arm|show]" >&2; exit 2 ;;
+esac
