@@ -17,6 +17,8 @@ use socket2::{Domain, Protocol, Type};
 use super::sys;
 
 const ETH_P_ALL: u16 = 0x0003;
+/// `sll_pkttype` of packets addressed to this host.
+pub const PACKET_HOST: u8 = 0;
 /// `sll_pkttype` of packets this host sends.
 pub const PACKET_OUTGOING: u8 = 4;
 
@@ -189,6 +191,14 @@ impl Capture {
                 }
             }
         }
+    }
+
+    /// The next packet *arriving* for `dst` (IP and UDP port; `PACKET_HOST`, so on `lo` the
+    /// sender's outgoing copy is skipped), with its real IP header: a full-header receive path
+    /// whose ICRC can always be verified ([`Captured::verify_icrc`]). The NIC's UDP socket
+    /// receives the same datagram too and must still be drained.
+    pub fn recv_for(&mut self, dst: SocketAddr, timeout: Duration) -> io::Result<Option<Captured>> {
+        self.next_udp(timeout, |c| c.pkttype == PACKET_HOST && c.dst() == dst)
     }
 
     /// Collects up to `count` packets accepted by `keep` (fewer if `timeout` passes).

@@ -367,6 +367,7 @@ fn capture_raw_sender_full_header_control() {
             return;
         }
     };
+    let mut arriving = Capture::open().unwrap();
     let mut b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
     let pb = b.local_addr();
     let src = v4(127, 0, 0, 1);
@@ -404,6 +405,12 @@ fn capture_raw_sender_full_header_control() {
         eprintln!("raw sender: {}", describe(c));
         assert_eq!(&c.ip[..], h.ip(), "raw header sent verbatim");
         assert_eq!(&c.udp[..], h.udp());
+        c.verify_icrc().unwrap();
+    }
+    // The full-header receive path sees the arriving copies with their real IDs.
+    for h in &hdrs {
+        let c = arriving.recv_for(pb, T).unwrap().expect("arriving copy");
+        assert_eq!(&c.ip[4..6], &h.ip()[4..6]);
         c.verify_icrc().unwrap();
     }
     let counters = IcrcCounters::default();
