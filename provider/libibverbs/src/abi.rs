@@ -143,6 +143,7 @@ pub const IBV_ACCESS_MW_BIND: c_int = 16;
 pub const IBV_ACCESS_ZERO_BASED: c_int = 32;
 pub const IBV_ACCESS_ON_DEMAND: c_int = 64;
 pub const IBV_ACCESS_HUGETLB: c_int = 128;
+/// Newer than v44 (not in its verbs.h), like `IBV_ACCESS_FLUSH_PERSISTENT`.
 pub const IBV_ACCESS_FLUSH_GLOBAL: c_int = 256;
 pub const IBV_ACCESS_FLUSH_PERSISTENT: c_int = 512;
 /// Bits 20..29: optional access flags a provider may ignore (`IBV_ACCESS_OPTIONAL_RANGE`).
@@ -154,6 +155,7 @@ pub const IBV_EVENT_PORT_ACTIVE: u32 = 9;
 pub const IBV_EVENT_PORT_ERR: u32 = 10;
 pub const IBV_EVENT_DEVICE_FATAL: u32 = 8;
 pub const IBV_EVENT_SRQ_LIMIT_REACHED: u32 = 15;
+/// Newer than v44 (not in its verbs.h).
 pub const IBV_EVENT_DEVICE_SPEED_CHANGE: u32 = 20;
 
 /// `enum ibv_gid_type` (`ibv_gid_entry.gid_type`) and `enum ibv_gid_type_sysfs` (driver.h).
