@@ -75,7 +75,13 @@ impl Qp {
                 CompSt::Atomic => self.do_atomic(ctx, r),
                 CompSt::WriteSend => {
                     let w = self.sq.get(self.sq.head);
-                    if w.state == WqeState::Pending && w.last_psn == psn {
+                    if w.opcode.is_rd_atomic() {
+                        // Deviation from rxe: a plain ACK inside a READ/atomic's PSN range (a
+                        // responder re-ACKing a duplicate SEND after executing the atomic, then
+                        // reordered) must not complete it without its data.
+                        ctx.ctr.resp_ignored += 1;
+                        CompSt::Done
+                    } else if w.state == WqeState::Pending && w.last_psn == psn {
                         CompSt::CompAck
                     } else {
                         CompSt::UpdateComp

@@ -138,7 +138,10 @@ impl Qp {
                 if self.state == QpState::Sqd {
                     return None;
                 }
-                if w.flags.contains(SendFlags::FENCE) && self.req.rd_atomic != self.attr.max_rd_atomic as u32 {
+                // IBA 10.8.3.3: wait until every *earlier* READ/atomic has completed. (rxe
+                // compares the free credit count with max_rd_atomic, which after a retry also
+                // counts credits held by later WQEs and can deadlock; we look at the WQEs.)
+                if w.flags.contains(SendFlags::FENCE) && self.earlier_rd_atomic_outstanding(i) {
                     return None;
                 }
             }
@@ -289,6 +292,17 @@ impl Qp {
             self.complete_done(ctx);
         }
         Some(t)
+    }
+
+    fn earlier_rd_atomic_outstanding(&self, i: u32) -> bool {
+        let mut j = self.sq.head;
+        while j != i {
+            if self.sq.get(j).opcode.is_rd_atomic() {
+                return true;
+            }
+            j = j.wrapping_add(1);
+        }
+        false
     }
 
     /// Completes `Done` WQEs at the head (UC/UD complete on transmission).
