@@ -381,7 +381,10 @@ impl Socket {
     /// Sends `dgrams` with as few system calls as possible (`sendmmsg`, GSO where asked and
     /// available). Returns how many of `dgrams` were sent completely; with
     /// [`Wait::NonBlocking`] that can be fewer than `dgrams.len()` when the send buffer is full.
-    /// A datagram is never left half-sent (its remaining GSO segments are waited for).
+    /// A datagram is never left half-sent (its remaining GSO segments are waited for). An error
+    /// is returned only when nothing was sent; otherwise the count so far is returned and the
+    /// error repeats on the next call. Alternating GSO and plain datagrams under `zero_checksum`
+    /// costs one `setsockopt` per switch.
     pub fn send_batch(&mut self, dgrams: &[OutDatagram<'_>], wait: Wait) -> io::Result<usize> {
         let mut done = 0;
         let start = Instant::now();
@@ -403,7 +406,12 @@ impl Socket {
                 }
                 end += 1;
             }
-            let n = self.send_run(&dgrams[done..end], sock, gso, wait, start)?;
+            let n = match self.send_run(&dgrams[done..end], sock, gso, wait, start) {
+                Ok(n) => n,
+                // Report what was sent; the error comes back on the next call.
+                Err(_) if done > 0 => return Ok(done),
+                Err(e) => return Err(e),
+            };
             let stopped_early = done + n < end;
             done += n;
             if stopped_early {
