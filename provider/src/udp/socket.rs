@@ -568,7 +568,7 @@ impl Socket {
         batch.filled = 0;
         batch.local = self.local;
         let fd = self.sock.as_raw_fd();
-        let start = Instant::now();
+        let mut start = None;
         let mut spin_until = None;
         loop {
             let (bufs, ctrls, meta, headroom) = batch.slots_mut();
@@ -582,6 +582,10 @@ impl Socket {
                     return Ok(batch.datagrams());
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if wait == Wait::NonBlocking {
+                        return Ok(0);
+                    }
+                    let start = *start.get_or_insert_with(Instant::now);
                     if !wait_ready(fd, false, wait, start, &mut spin_until)? {
                         return Ok(0);
                     }

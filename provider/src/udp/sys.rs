@@ -206,18 +206,20 @@ pub(crate) fn recvmmsg(
     }
     scratch.hdrs.clear();
     scratch.iovs.clear();
-    scratch.names.clear();
     scratch.hdrs.reserve(n);
     scratch.iovs.reserve(n);
-    scratch.names.reserve(n);
+    // Names are only written by the kernel and read back up to msg_namelen after checking the
+    // family: zero them once when the vector grows, not on every call.
+    if scratch.names.len() < n {
+        // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
+        scratch.names.resize(n, unsafe { mem::zeroed() });
+    }
     for i in 0..n {
         let data = &mut bufs[i].as_mut_slice()[headroom..];
         scratch.iovs.push(libc::iovec {
             iov_base: data.as_mut_ptr().cast(),
             iov_len: data.len(),
         });
-        // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
-        scratch.names.push(unsafe { mem::zeroed() });
         // SAFETY: plain old data.
         let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
         h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
