@@ -3,7 +3,9 @@
 use std::net::{IpAddr, SocketAddr};
 
 use super::cmsg::{self, AlignedBuf, RecvInfo};
-use super::headers::{gso_segment_ip_id, HeaderFacts, WireHeaders};
+use super::headers::{
+    check_icrc, gso_segment_ip_id, HeaderFacts, IcrcCounters, IcrcPolicy, IcrcVerdict, WireHeaders,
+};
 use super::sys::RecvMeta;
 use roce_wire::ROCE_V2_UDP_PORT;
 
@@ -110,6 +112,20 @@ impl InDatagram<'_> {
             tos: self.tos.unwrap_or(0),
             ttl: self.ttl.unwrap_or(64),
         })
+    }
+}
+
+impl InDatagram<'_> {
+    /// Checks this datagram's ICRC over [`InDatagram::wire_headers`] under `policy`, counting
+    /// the outcome (exact for IPv6 and when `ip_id` is known).
+    pub fn check_icrc(&self, policy: IcrcPolicy, counters: &IcrcCounters) -> IcrcVerdict {
+        check_icrc(
+            &self.wire_headers(),
+            self.ip_id.is_some(),
+            self.payload,
+            policy,
+            counters,
+        )
     }
 }
 
