@@ -10,15 +10,18 @@
 #   rxe-drops         prints "icrc_errors=N rxe_rcv_drops=M"
 T=/sys/kernel/debug/tracing
 
-sym() { grep " [tT] $1\b" /proc/kallsyms | head -1 | cut -d' ' -f1; }
-# The address of the first symbol after ADDR (kallsyms addresses are fixed-width hex).
-next_sym() { cut -d' ' -f1 /proc/kallsyms | sort -u | awk -v a="$1" '$1 > a {print; exit}'; }
+# Only the module's own symbols are read twice (all of /proc/kallsyms is slow under TCG).
+SYMS=/run/rxe.syms
+sym() { awk -v f="$1" '$3 == f {print $1; exit}' $SYMS; }
+# The address of the first module symbol after ADDR (fixed-width hex compares as text).
+next_sym() { cut -d' ' -f1 $SYMS | sort -u | awk -v a="$1" '$1 > a {print; exit}'; }
 
 arm() {
-  mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
+  grep -q ' /sys/kernel/debug ' /proc/mounts || mount -t debugfs none /sys/kernel/debug
   echo 'r:rxe_icrc rdma_rxe:rxe_icrc_check ret=$retval:s32' >>$T/kprobe_events
   echo 'ret != 0' >$T/events/kprobes/rxe_icrc/filter
   echo 1 >$T/events/kprobes/rxe_icrc/enable
+  grep -F '[rdma_rxe]' /proc/kallsyms | tr '\t' ' ' >$SYMS
   f=""
   for fn in rxe_rcv rxe_udp_encap_recv; do
     lo=$(sym $fn); [ -n "$lo" ] || continue

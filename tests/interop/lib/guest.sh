@@ -61,7 +61,7 @@ EOT
 boot_guest() {
   local name=$1 ip=$2 mem=$3 gd cpu=max
   gd=$(guest_dir "$name")
-  mkdir -p "$gd/share"
+  mkdir -p "$gd/share/cmd" "$gd/share/out"
   echo "$ip" >"$gd/ip"
   net_add_tap "tap-$name"
   echo "GUESTS=\"\${GUESTS:-} $name\"" >>"$LAB_DIR/lab.env"
