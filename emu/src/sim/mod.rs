@@ -5,6 +5,9 @@
 //! corruption, which the receiver's ICRC check must catch). Time jumps straight to the next event
 //! (a delivery or a NIC timer); nothing sleeps. The same seed gives the same run, bit for bit.
 //! Datagrams can be handed to a [`PacketSink`] (e.g. a pcap writer) and to a test filter.
+mod pcap;
+pub use pcap::PcapSink;
+
 use crate::{Instant, Nic, RxMeta, Transmit};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
