@@ -173,3 +173,9 @@ mod test {
         assert!(!verify_icrc(&m, 1, &t));
     }
 }
+
+/// Computes and stores the ICRC of a datagram (BTH..ICRC in `buf`) for the headers described
+/// by `t` (IPv4 ID 0, DF). For drivers and tests that craft packets; false for mixed IP families.
+pub fn seal(t: &Transmit, buf: &mut [u8]) -> bool {
+    fill_icrc(t, buf)
+}
