@@ -25,18 +25,20 @@ pub fn profile_dir() -> PathBuf {
     exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
 }
 
-/// The directory holding `libibverbs.so.1` → `libroce_ibverbs.so` (cargo builds the cdylib
-/// before running integration tests; the symlink is made here, idempotently and atomically).
+/// The directory holding `libibverbs.so.1`, a symlink to `deps/libroce_ibverbs.so` that this
+/// makes (idempotently, atomically). `cargo test` always (re)builds the cdylib into `deps/`
+/// before running integration tests, but only `cargo build` copies it up to
+/// `target/<profile>/libroce_ibverbs.so`, so the link points into `deps/` to never be stale.
 pub fn lib_dir() -> PathBuf {
     let dir = profile_dir();
-    let so = dir.join("libroce_ibverbs.so");
+    let so = dir.join("deps/libroce_ibverbs.so");
     assert!(so.exists(), "{} missing: cargo should have built the cdylib", so.display());
     let link = dir.join("libibverbs.so.1");
-    let ok = std::fs::read_link(&link).is_ok_and(|t| t == Path::new("libroce_ibverbs.so"));
-    if !ok {
+    let want = Path::new("deps/libroce_ibverbs.so");
+    if !std::fs::read_link(&link).is_ok_and(|t| t == want) {
         let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
         let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink("libroce_ibverbs.so", &tmp).expect("symlink");
+        std::os::unix::fs::symlink(want, &tmp).expect("symlink");
         std::fs::rename(&tmp, &link).expect("rename symlink");
     }
     dir

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds the drop-in library and makes target/<profile>/libibverbs.so.1 (a symlink to the cdylib
+# cargo writes, deps/libroce_ibverbs.so). Prints the directory to put in LD_LIBRARY_PATH.
+#
+#   provider/libibverbs/scripts/build-so.sh [--release]
+#   LD_LIBRARY_PATH=$(provider/libibverbs/scripts/build-so.sh --release) ibv_devinfo -v
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+profile=debug
+args=()
+if [ "${1:-}" = "--release" ]; then profile=release; args+=(--release); fi
+cargo build -q -p roce-ibverbs "${args[@]}" >&2
+dir="${CARGO_TARGET_DIR:-$(pwd)/target}/$profile"
+ln -sfn deps/libroce_ibverbs.so "$dir/libibverbs.so.1"
+echo "$dir"
