@@ -300,3 +300,100 @@ fn same_seed_same_run() {
     assert_eq!(a, trace(42));
     assert_ne!(a, trace(43));
 }
+
+/// The link dies at a random moment with finite `retry_cnt`: completions are in order, a
+/// prefix of successes, then exactly one RETRY_EXC_ERR for the oldest unfinished WR and
+/// WR_FLUSH_ERR for every later one, all within the retry budget.
+fn run_link_death(seed: u64) -> std::result::Result<bool, String> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0xDEAD);
+    let retry_cnt = rng.gen_range(0..7);
+    let link = LinkConfig { latency_ns: rng.gen_range(500..20_000), loss: rng.gen_range(0.0..0.1), ..Default::default() };
+    let o = Opts { timeout: 6, retry_cnt, mtu: Mtu::Mtu1024, ..Default::default() };
+    let mut p = Pair::new(seed, link, o);
+    let n = rng.gen_range(1..20);
+    for i in 0..n {
+        p.recv_b(i, RECV_SLOT * i, RECV_SLOT as u32);
+    }
+    let rkey = p.b.mr.rkey;
+    let mut signaled = Vec::new();
+    for i in 0..n {
+        let len = gen_len(&mut rng);
+        let sig = rng.gen_bool(0.7);
+        let flags = if sig { SendFlags::SIGNALED } else { SendFlags::EMPTY };
+        let (opcode, remote_addr) = match rng.gen_range(0..3) {
+            0 => (WrOpcode::Send, 0),
+            1 => (WrOpcode::RdmaWrite, IOVA + WRITE_BASE),
+            _ => (WrOpcode::RdmaRead, IOVA + READ_BASE),
+        };
+        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, DST_BASE, len)], opcode, send_flags: flags, remote_addr, rkey, ..Default::default() });
+        signaled.push(sig);
+    }
+    let death = Instant::from_nanos(rng.gen_range(0..3_000_000));
+    p.net.run_until(|_| false, death);
+    p.net.set_default_link(LinkConfig { loss: 1.0, ..link });
+    let budget = (retry_cnt as u64 + 2) * (4096 << 6) * 2;
+    let deadline = death.add_nanos(budget);
+    p.net.run_until(|_| false, deadline);
+    let wc: Vec<_> = p.scq_a().iter().map(|w| (w.wr_id, w.status)).collect();
+    // model
+    let first_bad = wc.iter().position(|w| w.1 != WcStatus::Success);
+    let mut want = Vec::new();
+    match first_bad {
+        None => {
+            for i in 0..n {
+                if signaled[i as usize] {
+                    want.push((i, WcStatus::Success));
+                }
+            }
+            if p.qp_a().qp_state != QpState::Rts {
+                return Err(format!("all succeeded but QP is {:?}", p.qp_a().qp_state));
+            }
+        }
+        Some(k) => {
+            let e = wc[k].0;
+            for i in 0..e {
+                if signaled[i as usize] {
+                    want.push((i, WcStatus::Success));
+                }
+            }
+            want.push((e, WcStatus::RetryExcErr));
+            for i in e + 1..n {
+                want.push((i, WcStatus::WrFlushErr));
+            }
+            if p.qp_a().qp_state != QpState::Err {
+                return Err("QP not in ERR after RETRY_EXC_ERR".into());
+            }
+        }
+    }
+    if wc != want {
+        return Err(format!("got {wc:?}\nwant {want:?}"));
+    }
+    if first_bad.is_none() && wc.len() != signaled.iter().filter(|s| **s).count() {
+        return Err(format!("hang: {} completions by {:?}", wc.len(), p.net.now));
+    }
+    Ok(first_bad.is_some())
+}
+
+#[test]
+fn link_death_yields_retry_exc_err_then_flush_within_budget() {
+    let default = if cfg!(debug_assertions) { 200 } else { 2000 };
+    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut failures = Vec::new();
+    let mut errored = 0;
+    for seed in s0..s0 + n {
+        let r = run_link_death(seed);
+        if let Ok(true) = r {
+            errored += 1;
+        }
+        if let Err(e) = r {
+            eprintln!("FAILED {}: {e}", seed_msg(seed));
+            failures.push(seed);
+            if failures.len() >= 3 {
+                break;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "failing seeds: {failures:?}");
+    assert!(n < 20 || (errored > n / 10 && errored < n * 9 / 10), "{errored} of {n} runs hit the dead link");
+}
