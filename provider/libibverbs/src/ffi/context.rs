@@ -35,8 +35,19 @@ pub fn config() -> &'static DeviceConfig {
     CONFIG.get_or_init(DeviceConfig::from_env)
 }
 
-fn backend() -> &'static Arc<dyn Backend> {
-    BACKEND.get_or_init(default_backend)
+fn backend() -> Arc<dyn Backend> {
+    #[cfg(test)]
+    if let Some(b) = TEST_BACKEND.with(|t| t.borrow().clone()) {
+        return b;
+    }
+    BACKEND.get_or_init(default_backend).clone()
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Unit tests open contexts on a backend of their own (per thread, so tests stay parallel).
+    pub static TEST_BACKEND: std::cell::RefCell<Option<Arc<dyn Backend>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 /// Our one device.

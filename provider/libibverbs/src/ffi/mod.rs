@@ -21,6 +21,9 @@ pub mod objects;
 pub mod query;
 pub mod stubs;
 
+#[cfg(test)]
+mod seam_tests;
+
 /// Every exported function, by its C name; `build.rs`'s generated assembly defines each
 /// versioned C symbol as a jump to `crate::ffi::exports::NAME`.
 pub mod exports {
