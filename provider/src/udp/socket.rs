@@ -218,6 +218,10 @@ impl Socket {
         // GSO: kernels without it answer ENOPROTOOPT to getsockopt(UDP_SEGMENT).
         let gso = cfg.gso && sys::getsockopt_int(&s, consts::SOL_UDP, consts::UDP_SEGMENT).is_ok();
         let zero_checksum = cfg.zero_checksum && set_no_check(&s, v6, true).is_ok();
+        tracing::debug!(
+            %local, gso, gro, zero_checksum, drop_counter, sndbuf, rcvbuf,
+            "udp socket bound"
+        );
         Ok(Socket {
             sock: s,
             local,
