@@ -72,7 +72,7 @@ impl MrMemory {
 
     fn atomic(&self, offset: usize) -> Result<&AtomicU64, Errno> {
         let p = self.check(offset, 8)?;
-        if (p as usize) % 8 != 0 {
+        if (p as usize) & 7 != 0 {
             return Err(Errno::EINVAL);
         }
         // SAFETY: in bounds, 8-byte aligned, mapped for the MR's lifetime; `AtomicU64` has the
