@@ -139,7 +139,7 @@ for r in "$REPO_DIR/target/release/roce" "$REPO_DIR/target/debug/roce"; do
 done
 if [ -n "$ROCE" ]; then
   "$ROCE" decode "$PCAP" >"$OUT/roce-decode.txt" 2>&1 && rd=pass || rd=fail
-  row "roce decode" "$rd" "$(tail -n 1 "$OUT/roce-decode.txt" | cut -c1-32)" "-"
+  row "roce decode" "$rd" "$(grep -m1 -o 'ICRC valid: .*' "$OUT/roce-decode.txt" | cut -c1-32)" "-"
 fi
 
 # ---- host-peer path: a namespace on the bridge sends hand-built RoCEv2 to guest a ----------
@@ -167,7 +167,7 @@ for g in a b; do echo " $g: $(cat "$OUT/stat-$g.txt")"; done
 echo "-- guest kernel log lines about rxe/icrc"
 for g in a b; do sed "s/^/ $g: /" "$OUT/dmesg-$g.txt"; done
 echo "-- capture: $PCAP ($(du -h "$PCAP" | cut -f1)); $(cat "$OUT/icrc.txt")"
-[ -n "$ROCE" ] && { echo "-- roce decode summary"; tail -n 15 "$OUT/roce-decode.txt"; }
+[ -n "$ROCE" ] && { echo "-- roce decode summary ($ROCE)"; sed -n '/^== /,$p' "$OUT/roce-decode.txt"; }
 [ -n "$ROCE" ] || echo "-- roce decode: no target/{release,debug}/roce with a decode subcommand yet"
 echo "-- timings"
 printf '%s\n' "${TIMES[@]}"
