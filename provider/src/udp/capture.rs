@@ -222,29 +222,65 @@ impl Capture {
 }
 
 /// Runs `f` on a new thread inside a fresh network namespace whose `lo` is up (root only;
-/// uses `unshare(CLONE_NEWNET)` on that thread and the `ip` command). With `no_gso`, `lo`'s
+/// `unshare(CLONE_NEWNET)` on that thread, then one rtnetlink request). With `no_gso`, `lo`'s
 /// `gso_max_segs` is set to 1 so the kernel segments GSO sends in software *before* packet
-/// taps see them, making each segment's real headers visible to a [`Capture`].
+/// taps see them, making each segment's real headers visible to a [`Capture`]. The host's
+/// network configuration is never touched.
 pub fn in_private_netns<T: Send + 'static>(
     no_gso: bool,
     f: impl FnOnce() -> T + Send + 'static,
 ) -> io::Result<T> {
     std::thread::spawn(move || -> io::Result<T> {
         sys::unshare_net()?;
-        let ip = |args: &[&str]| -> io::Result<()> {
-            let st = std::process::Command::new("ip").args(args).status()?;
-            if st.success() {
-                Ok(())
-            } else {
-                Err(io::Error::other(format!("ip {args:?}: {st}")))
-            }
-        };
-        ip(&["link", "set", "lo", "up"])?;
-        if no_gso {
-            ip(&["link", "set", "lo", "gso_max_segs", "1"])?;
-        }
+        setup_netns_lo(no_gso)?;
         Ok(f())
     })
     .join()
     .unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// `ip link set lo up [gso_max_segs 1]` as one RTM_NEWLINK request, in the calling thread's
+/// network namespace (where `lo` has interface index 1).
+fn setup_netns_lo(no_gso: bool) -> io::Result<()> {
+    use std::io::{Read, Write};
+    const NLM_F_REQUEST: u16 = 1;
+    const NLM_F_ACK: u16 = 4;
+    const NLMSG_ERROR: u16 = 2;
+    const IFLA_GSO_MAX_SEGS: u16 = 40;
+    let mut m = Vec::with_capacity(40);
+    let len: u32 = if no_gso { 40 } else { 32 };
+    // nlmsghdr
+    m.extend_from_slice(&len.to_ne_bytes());
+    m.extend_from_slice(&libc::RTM_NEWLINK.to_ne_bytes());
+    m.extend_from_slice(&(NLM_F_REQUEST | NLM_F_ACK).to_ne_bytes());
+    m.extend_from_slice(&1u32.to_ne_bytes()); // seq
+    m.extend_from_slice(&0u32.to_ne_bytes()); // pid
+                                              // ifinfomsg: family, pad, type, index 1 (lo), flags IFF_UP, change IFF_UP
+    m.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]);
+    m.extend_from_slice(&1i32.to_ne_bytes());
+    m.extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
+    m.extend_from_slice(&(libc::IFF_UP as u32).to_ne_bytes());
+    if no_gso {
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&IFLA_GSO_MAX_SEGS.to_ne_bytes());
+        m.extend_from_slice(&1u32.to_ne_bytes());
+    }
+    debug_assert_eq!(m.len(), len as usize);
+    let s = socket2::Socket::new(
+        Domain::from(libc::AF_NETLINK),
+        Type::RAW,
+        Some(Protocol::from(libc::NETLINK_ROUTE)),
+    )?;
+    s.set_read_timeout(Some(Duration::from_secs(2)))?;
+    (&s).write_all(&m)?;
+    let mut r = [0u8; 256];
+    let n = (&s).read(&mut r)?;
+    if n < 20 || u16::from_ne_bytes([r[4], r[5]]) != NLMSG_ERROR {
+        return Err(io::Error::other("unexpected rtnetlink answer"));
+    }
+    let err = i32::from_ne_bytes([r[16], r[17], r[18], r[19]]);
+    if err != 0 {
+        return Err(io::Error::from_raw_os_error(-err));
+    }
+    Ok(())
 }
