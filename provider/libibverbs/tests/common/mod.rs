@@ -26,9 +26,10 @@ pub fn profile_dir() -> PathBuf {
 }
 
 /// The directory holding `libibverbs.so.1`, a symlink to `deps/libroce_ibverbs.so` that this
-/// makes (idempotently, atomically). `cargo test` always (re)builds the cdylib into `deps/`
-/// before running integration tests, but only `cargo build` copies it up to
-/// `target/<profile>/libroce_ibverbs.so`, so the link points into `deps/` to never be stale.
+/// makes (idempotently, atomically). `cargo test` (re)builds the cdylib into `deps/` before
+/// running integration tests — because the crate is also an `rlib`, which integration tests
+/// depend on; a cdylib-only crate is not built by `cargo test` at all — but only `cargo build`
+/// copies it up to `target/<profile>/libroce_ibverbs.so`, so the link points into `deps/`.
 pub fn lib_dir() -> PathBuf {
     let dir = profile_dir();
     let so = dir.join("deps/libroce_ibverbs.so");
