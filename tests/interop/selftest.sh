@@ -138,8 +138,9 @@ for r in "$REPO_DIR/target/release/roce" "$REPO_DIR/target/debug/roce"; do
   [ -x "$r" ] && "$r" decode --help >/dev/null 2>&1 && { ROCE=$r; break; }
 done
 if [ -n "$ROCE" ]; then
+  t0=$(now_ms)
   "$ROCE" decode "$PCAP" >"$OUT/roce-decode.txt" 2>&1 && rd=pass || rd=fail
-  row "roce decode" "$rd" "$(grep -m1 -o 'ICRC valid: .*' "$OUT/roce-decode.txt" | cut -c1-32)" "-"
+  row "roce decode" "$rd" "$(grep -m1 -o 'ICRC valid: .*' "$OUT/roce-decode.txt" | cut -c1-32)" "$(secs_since "$t0")"
 fi
 
 # ---- host-peer path: a namespace on the bridge sends hand-built RoCEv2 to guest a ----------
