@@ -122,8 +122,9 @@ pub struct SimNet {
     default_link: LinkConfig,
     links: BTreeMap<(usize, usize), LinkConfig>,
     busy_until: BTreeMap<(usize, usize), Instant>,
-    heap: BinaryHeap<Reverse<(Instant, u64)>>,
-    flights: BTreeMap<u64, Flight>,
+    heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    flights: Vec<Option<Flight>>,
+    free_flights: Vec<u32>,
     pool: Vec<Vec<u8>>,
     seq: u64,
     rng: SmallRng,
@@ -146,7 +147,8 @@ impl SimNet {
             links: BTreeMap::new(),
             busy_until: BTreeMap::new(),
             heap: BinaryHeap::with_capacity(1024),
-            flights: BTreeMap::new(),
+            flights: Vec::new(),
+            free_flights: Vec::new(),
             pool: Vec::new(),
             seq: 0,
             rng: SmallRng::seed_from_u64(seed),
@@ -214,10 +216,7 @@ impl SimNet {
         let mut data = self.pool.pop().unwrap_or_default();
         data.clear();
         data.extend_from_slice(bytes);
-        let id = self.seq;
-        self.seq += 1;
-        self.flights.insert(id, Flight { to, meta, data });
-        self.heap.push(Reverse((at, id)));
+        self.enqueue_owned(at, to, meta, data);
     }
 
     fn transmit(&mut self, from: usize, t: Transmit) {
@@ -311,8 +310,18 @@ impl SimNet {
     fn enqueue_owned(&mut self, at: Instant, to: usize, meta: RxMeta, data: Vec<u8>) {
         let id = self.seq;
         self.seq += 1;
-        self.flights.insert(id, Flight { to, meta, data });
-        self.heap.push(Reverse((at, id)));
+        let f = Flight { to, meta, data };
+        let slot = match self.free_flights.pop() {
+            Some(i) => {
+                self.flights[i as usize] = Some(f);
+                i
+            }
+            None => {
+                self.flights.push(Some(f));
+                (self.flights.len() - 1) as u32
+            }
+        };
+        self.heap.push(Reverse((at, id, slot)));
     }
 
     /// Delivers and transmits everything due at the current time.
@@ -327,12 +336,13 @@ impl SimNet {
                     progress = true;
                 }
             }
-            while let Some(Reverse((at, id))) = self.heap.peek().copied() {
+            while let Some(Reverse((at, _, slot))) = self.heap.peek().copied() {
                 if at > self.now {
                     break;
                 }
                 self.heap.pop();
-                let Some(f) = self.flights.remove(&id) else { continue };
+                self.free_flights.push(slot);
+                let Some(f) = self.flights[slot as usize].take() else { continue };
                 self.stats.delivered += 1;
                 if let Some(s) = self.sink.as_mut() {
                     s.packet(self.now, f.meta.src_ip, f.meta.dst_ip, f.meta.src_port, &f.data);
@@ -351,7 +361,7 @@ impl SimNet {
 
     /// The next moment anything happens (a delivery or a NIC timer).
     pub fn next_event(&self) -> Option<Instant> {
-        let d = self.heap.peek().map(|Reverse((t, _))| *t);
+        let d = self.heap.peek().map(|Reverse((t, _, _))| *t);
         let t = self.nics.iter().filter_map(|n| n.poll_timeout()).min();
         match (d, t) {
             (Some(a), Some(b)) => Some(a.min(b)),
