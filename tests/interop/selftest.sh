@@ -46,6 +46,7 @@ cleanup() {
   else "$L" down >/dev/null 2>&1 || true; fi
 }
 trap cleanup EXIT
+trap 'exit 130' INT TERM
 t0=$(now_ms)
 "$L" up --mtu "$MTU" a=$A b=$B >/dev/null
 timed "boot 2 guests in parallel ($("$L" accel), wall)" "$(secs_since "$t0")"

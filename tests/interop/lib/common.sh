@@ -41,7 +41,7 @@ secs_since() { local t0=$1; awk -v a="$t0" -v b="$(now_ms)" 'BEGIN{printf "%.1f"
 
 # Name of the lab to operate on: $ROCE_LAB, else the one `up` recorded last.
 current_lab() {
-  if [ -n "${ROCE_LAB:-}" ]; then echo "$ROCE_LAB"; return; fi
+  if [ -n "${ROCE_LAB:-}" ]; then echo "$ROCE_LAB"; return 0; fi
   [ -f "$RUN_DIR/current" ] || die "no lab is up (set ROCE_LAB or run: lab.sh up)"
   cat "$RUN_DIR/current"
 }

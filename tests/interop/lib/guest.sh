@@ -4,7 +4,8 @@
 
 # True if PID is alive and its command line mentions WORD (guards against PID reuse).
 is_our_process() {
-  [ -r "/proc/$1/cmdline" ] && tr '\0' ' ' <"/proc/$1/cmdline" | grep -q -- "$2"
+  local c
+  c=$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null) && [[ $c == *"$2"* ]]
 }
 
 # `lab.sh up [--mtu M] [--mem MiB] [--boot-timeout S] [NAME=IP ...]`
@@ -44,6 +45,7 @@ EOT
   echo "$LAB" >"$RUN_DIR/current"
   # A failed `up` removes what it created so far.
   trap 'log "up failed; cleaning up"; ROCE_LAB=$LAB cmd_down' EXIT
+  trap 'exit 130' INT TERM
   net_create
   local t0 name
   t0=$(now_ms)
@@ -53,7 +55,7 @@ EOT
   for spec in "${specs[@]}"; do
     wait_ready "${spec%%=*}" "$boot_timeout"
   done
-  trap - EXIT
+  trap - EXIT INT TERM
   log "lab $LAB up: ${#specs[@]} guest(s), mtu $MTU, accel $ACCEL, boot $(secs_since "$t0") s"
   echo "$LAB"
 }

@@ -117,7 +117,7 @@ cmd_loss() {
   mkdir -p "$LAB_DIR/loss"
   if [ "${1:-}" = show ]; then
     ip netns exec "$NS" nft list table bridge roce_lab 2>/dev/null || echo "no loss rules"
-    return
+    return 0
   fi
   [ $# -eq 2 ] || die "usage: lab.sh loss TARGET PERCENT | loss show"
   local port; port=$(bridge_port "$1")
