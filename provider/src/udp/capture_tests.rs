@@ -438,4 +438,19 @@ fn capture_raw_sender_full_header_control() {
         "ID 0x1234 is invisible to a UDP socket; ID 0 verifies"
     );
     assert_eq!(counters.snapshot(), (1, 0, 1));
+    // Solving the ICRC for the identification recovers 0x1234 without seeing the IP header.
+    let h = WireHeaders::new(&HeaderFacts {
+        src,
+        dst: pb.ip(),
+        sport: 0xC0DE,
+        dport: pb.port(),
+        payload_len: bufs[0].len(),
+        ip_id: 0,
+        tos: 0,
+        ttl: 64,
+    });
+    assert_eq!(
+        check_icrc(&h, false, &bufs[0], IcrcPolicy::RecoverId, &counters),
+        IcrcVerdict::RecoveredId(0x1234)
+    );
 }

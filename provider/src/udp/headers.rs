@@ -181,6 +181,12 @@ pub enum IcrcPolicy {
     AssumeZeroElseAccept,
     /// Do not check IPv4 ICRCs at all; count every IPv4 packet as not verifiable.
     Trust,
+    /// Verify assuming identification 0; on mismatch solve the ICRC for the identification
+    /// ([`recover_ipv4_id`]): a consistent one accepts the packet as
+    /// [`IcrcVerdict::RecoveredId`] (16-bit instead of 32-bit strength, counted in
+    /// [`IcrcCounters::recovered`]), none means a bad ICRC. Works for kernel rxe peers and for GSO
+    /// segments received without GRO.
+    RecoverId,
 }
 
 /// The outcome of an ICRC check on receive.
@@ -192,6 +198,8 @@ pub enum IcrcVerdict {
     Bad,
     /// Accepted without verification (IPv4 identification unknown).
     NotVerifiable,
+    /// The ICRC matches for exactly one IPv4 identification, this one ([`IcrcPolicy::RecoverId`]).
+    RecoveredId(u16),
 }
 
 impl IcrcVerdict {
@@ -210,6 +218,8 @@ pub struct IcrcCounters {
     pub bad: AtomicU64,
     /// Packets accepted although the ICRC could not be verified ("ICRC not verifiable").
     pub not_verifiable: AtomicU64,
+    /// Packets accepted after recovering their IPv4 identification from the ICRC.
+    pub recovered: AtomicU64,
 }
 
 impl IcrcCounters {
@@ -242,6 +252,16 @@ pub fn check_icrc(
     } else {
         match policy {
             IcrcPolicy::Trust => IcrcVerdict::NotVerifiable,
+            IcrcPolicy::RecoverId => {
+                if h.verify_icrc(payload).is_ok() {
+                    IcrcVerdict::Verified
+                } else {
+                    match recover_ipv4_id(h, payload) {
+                        Some(id) => IcrcVerdict::RecoveredId(id),
+                        None => IcrcVerdict::Bad,
+                    }
+                }
+            }
             IcrcPolicy::Strict | IcrcPolicy::AssumeZeroElseAccept => {
                 if h.verify_icrc(payload).is_ok() {
                     IcrcVerdict::Verified
@@ -257,6 +277,7 @@ pub fn check_icrc(
         IcrcVerdict::Verified => &counters.verified,
         IcrcVerdict::Bad => &counters.bad,
         IcrcVerdict::NotVerifiable => &counters.not_verifiable,
+        IcrcVerdict::RecoveredId(_) => &counters.recovered,
     };
     c.fetch_add(1, Ordering::Relaxed);
     v
@@ -273,6 +294,24 @@ pub fn gso_segment_ip_id(k: usize) -> u16 {
 /// Increment of the IPv4 identification between consecutive GSO segments (see
 /// [`gso_segment_ip_id`]).
 pub const GSO_IP_ID_STEP: u16 = 1;
+
+/// The IPv4 identification that makes the ICRC at the end of `payload` (BTH .. ICRC) match
+/// headers `h` (whose own identification is only a starting guess), or `None` if no
+/// identification does (the packet is corrupt, or another covered field differs). See
+/// [`super::idsolve`]: a random corruption is accepted with probability 2⁻¹⁶.
+pub fn recover_ipv4_id(h: &WireHeaders, payload: &[u8]) -> Option<u16> {
+    if !h.is_ipv4() || payload.len() < 16 {
+        return None;
+    }
+    let body = &payload[..payload.len() - roce_wire::ICRC_LEN];
+    let computed = icrc::compute(h.network(), body).ok()?;
+    let stored = icrc::stored(payload).ok()?;
+    // The ICRC input is 8 bytes of LRH, then the IPv4 header (ID at bytes 4..6), UDP, transport:
+    // the ID is followed by 14 + 8 + body.len() bytes.
+    let after = (IPV4_HEADER_LEN - 6 + UDP_HEADER_LEN + body.len()) as u64;
+    let delta = super::idsolve::solve_field_delta(stored ^ computed, after)?;
+    Some(u16::from_be_bytes([h.ip[4], h.ip[5]]) ^ delta)
+}
 
 /// `0.0.0.0` placeholder used when a receive lacks `IP_PKTINFO`.
 pub const UNSPECIFIED_V4: IpAddr = IpAddr::V4(Ipv4Addr::UNSPECIFIED);
@@ -323,6 +362,39 @@ mod tests {
         let v = check_icrc(&h, false, &d[28..], IcrcPolicy::Trust, &c);
         assert_eq!(v, IcrcVerdict::NotVerifiable);
         assert_eq!(c.snapshot(), (1, 1, 2));
+    }
+
+    /// Kernel-rxe-like packets (nonzero IDs) are recovered exactly; corruption is rejected.
+    #[test]
+    fn recover_id_policy() {
+        let c = IcrcCounters::default();
+        for (id, len) in [
+            (0x1234u16, 16usize),
+            (1, 100),
+            (0xBEEF, 1040),
+            (47729, 4112),
+        ] {
+            let mut p: Vec<u8> = (0..len).map(|i| (i * 31 + 7) as u8).collect();
+            let f = |ip_id| HeaderFacts {
+                src: "127.0.0.1".parse().unwrap(),
+                dst: "127.0.0.2".parse().unwrap(),
+                sport: 0xC0DE,
+                dport: 4791,
+                payload_len: len,
+                ip_id,
+                tos: 0,
+                ttl: 64,
+            };
+            WireHeaders::new(&f(id)).fill_icrc(&mut p).unwrap();
+            let guess = WireHeaders::new(&f(0));
+            assert_eq!(recover_ipv4_id(&guess, &p), Some(id));
+            let v = check_icrc(&guess, false, &p, IcrcPolicy::RecoverId, &c);
+            assert_eq!(v, IcrcVerdict::RecoveredId(id));
+            assert!(v.accept());
+            p[len / 2] ^= 0x10; // corrupt one payload bit
+            assert_ne!(recover_ipv4_id(&guess, &p), Some(id));
+        }
+        assert_eq!(c.recovered.load(Ordering::Relaxed), 4);
     }
 
     #[test]

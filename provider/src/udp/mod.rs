@@ -19,6 +19,7 @@ pub mod capture;
 pub mod cmsg;
 pub mod datagram;
 pub mod headers;
+pub mod idsolve;
 pub mod raw;
 mod socket;
 mod sys;

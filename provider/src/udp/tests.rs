@@ -85,6 +85,23 @@ fn batch_send_recv_contents_and_metadata() {
 
 /// One GSO send of `segs` segments, received with GRO (if available) and split again.
 fn gso_round_trip(sender_gso: bool, receiver_gro: bool, segs: usize, seg: usize) -> IcrcCounters {
+    gso_round_trip_with(
+        sender_gso,
+        receiver_gro,
+        segs,
+        seg,
+        IcrcPolicy::AssumeZeroElseAccept,
+    )
+    .0
+}
+
+fn gso_round_trip_with(
+    sender_gso: bool,
+    receiver_gro: bool,
+    segs: usize,
+    seg: usize,
+    policy: IcrcPolicy,
+) -> (IcrcCounters, Vec<IcrcVerdict>) {
     let a_cfg = SocketConfig {
         gso: sender_gso,
         ..Default::default()
@@ -108,11 +125,11 @@ fn gso_round_trip(sender_gso: bool, receiver_gro: bool, segs: usize, seg: usize)
     assert_eq!(d.segments(), segs);
     assert_eq!(a.send_batch(&[d], Wait::Block(Some(T))).unwrap(), 1);
     let c = IcrcCounters::default();
-    let got = recv_n(&mut b, segs, IcrcPolicy::AssumeZeroElseAccept, &c);
+    let got = recv_n(&mut b, segs, policy, &c);
     for (k, (q, ..)) in got.iter().enumerate() {
         assert_eq!(&q[..], d.segment(k), "segment {k}");
     }
-    c
+    (c, got.iter().map(|g| g.4).collect())
 }
 
 #[test]
@@ -149,6 +166,15 @@ fn gso_without_receiver_gro_is_not_verifiable_past_segment_0() {
     }
     let c = gso_round_trip(true, false, 5, 400);
     assert_eq!(c.snapshot(), (1, 0, 4));
+    // IcrcPolicy::RecoverId finds each segment's ID (its index) from the ICRC.
+    let (_, v) = gso_round_trip_with(true, false, 5, 400, IcrcPolicy::RecoverId);
+    let want: Vec<_> = (0..5)
+        .map(|k| match k {
+            0 => IcrcVerdict::Verified,
+            k => IcrcVerdict::RecoveredId(k),
+        })
+        .collect();
+    assert_eq!(v, want);
 }
 
 #[test]
