@@ -13,9 +13,11 @@
 //! | TOS, TTL, checksums | masked by the ICRC | masked |
 //!
 //! Kernel rxe picks the identification with `__ip_select_ident` (nonzero, changing), so an
-//! IPv4 packet from kernel rxe can never be ICRC-verified from a UDP socket: [`IcrcPolicy`]
-//! says what to do then and [`IcrcCounters::not_verifiable`] counts those packets. IPv6 has no
-//! identification and masks traffic class, flow label and hop limit, so it is always verifiable.
+//! IPv4 packet from kernel rxe cannot be fully (32-bit) ICRC-verified from a UDP socket:
+//! [`IcrcPolicy`] says what to do then and [`IcrcCounters::not_verifiable`] counts those packets.
+//! [`IcrcPolicy::RecoverId`] instead solves the ICRC for the identification ([`recover_ipv4_id`],
+//! 16-bit strength). IPv6 has no identification and masks traffic class, flow label and hop
+//! limit, so it is always verifiable.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
