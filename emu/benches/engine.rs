@@ -201,10 +201,15 @@ fn main() {
     let secs: f64 = std::env::var("ROCE_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(2.0);
     println!("roce-emu engine benchmark (one thread = one core; both NICs and the zero-latency sim net on it)");
     println!("each data packet is transmitted by NIC A and received by NIC B; ACKs are extra packets\n");
+    let only = std::env::var("ROCE_BENCH_ONLY").unwrap_or_default();
     for (name, op, len) in [("RDMA WRITE 4 KiB", WrOpcode::RdmaWrite, 4096u32), ("SEND 64 B", WrOpcode::Send, 64)] {
+        if only == "write" && op != WrOpcode::RdmaWrite || only == "send" && op != WrOpcode::Send {
+            continue;
+        }
         let e = run_engine(op, len, secs);
-        let b2 = run_baseline(len as usize, secs, true);
-        let b1 = run_baseline(len as usize, secs, false);
+        let nobase = std::env::var("ROCE_BENCH_NOBASE").is_ok();
+        let b2 = if nobase { 1.0 } else { run_baseline(len as usize, secs, true) };
+        let b1 = if nobase { 1.0 } else { run_baseline(len as usize, secs, false) };
         println!("{name}:");
         println!("  engine        {:>12.0} data pkts/s   ({:.0} pkts/s incl. ACKs, {:.2} Gbit/s payload)", e.data_pps, e.all_pps, e.data_pps * len as f64 * 8e-9);
         println!("  baseline tx+rx{:>12.0} pkts/s   (copy in + ICRC + ICRC verify + copy out)", b2);

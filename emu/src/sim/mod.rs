@@ -97,7 +97,11 @@ struct Flight {
     to: usize,
     meta: RxMeta,
     data: Vec<u8>,
+    len: usize,
 }
+
+/// Size of every packet buffer the network owns (BTH..ICRC of any MTU fits).
+const BUF: usize = 8192;
 
 /// Network statistics.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -123,6 +127,8 @@ pub struct SimNet {
     links: BTreeMap<(usize, usize), LinkConfig>,
     busy_until: BTreeMap<(usize, usize), Instant>,
     heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
+    /// Deliveries due now, in transmission order (the zero-latency fast path).
+    due: std::collections::VecDeque<u32>,
     flights: Vec<Option<Flight>>,
     free_flights: Vec<u32>,
     pool: Vec<Vec<u8>>,
@@ -147,13 +153,14 @@ impl SimNet {
             links: BTreeMap::new(),
             busy_until: BTreeMap::new(),
             heap: BinaryHeap::with_capacity(1024),
+            due: std::collections::VecDeque::with_capacity(1024),
             flights: Vec::new(),
             free_flights: Vec::new(),
             pool: Vec::new(),
             seq: 0,
             rng: SmallRng::seed_from_u64(seed),
             seed,
-            buf: vec![0; 8192],
+            buf: vec![0; BUF],
             sink: None,
             filter: None,
             capture: None,
@@ -212,11 +219,8 @@ impl SimNet {
         self.nics.iter().position(|n| n.gids().iter().any(|g| crate::verbs::ip_from_gid(g) == ip))
     }
 
-    fn enqueue(&mut self, at: Instant, to: usize, meta: RxMeta, bytes: &[u8]) {
-        let mut data = self.pool.pop().unwrap_or_default();
-        data.clear();
-        data.extend_from_slice(bytes);
-        self.enqueue_owned(at, to, meta, data);
+    fn pooled(&mut self) -> Vec<u8> {
+        self.pool.pop().unwrap_or_else(|| vec![0; BUF])
     }
 
     fn transmit(&mut self, from: usize, t: Transmit) {
@@ -286,31 +290,35 @@ impl SimNet {
                 at = at.add_nanos(rng.gen_range(0..=link.reorder_delay_ns.max(link.latency_ns).max(1)));
             }
             let corrupt = link.corrupt > 0.0 && rng.gen_bool(link.corrupt.min(1.0));
+            let last = c + 1 == copies;
+            let mut data = if last && !corrupt {
+                // hand the transmit buffer itself to the flight (no copy)
+                let fresh = self.pooled();
+                std::mem::replace(&mut self.buf, fresh)
+            } else {
+                let mut d = self.pooled();
+                d[..len].copy_from_slice(&self.buf[..len]);
+                d
+            };
             if corrupt && len > 5 {
                 // any bit but BTH byte 4 (FECN/BECN/resv6a, masked by the ICRC by design)
+                let rng = &mut self.rng;
                 let mut byte = rng.gen_range(0..len - 1);
                 if byte >= 4 {
                     byte += 1;
                 }
                 let bit = rng.gen_range(0..8);
                 self.stats.corrupted += 1;
-                let mut tmp = self.pool.pop().unwrap_or_default();
-                tmp.clear();
-                tmp.extend_from_slice(&self.buf[..len]);
-                tmp[byte] ^= 1 << bit;
-                self.enqueue_owned(at, to, meta, tmp);
-            } else {
-                let bytes = std::mem::take(&mut self.buf);
-                self.enqueue(at, to, meta, &bytes[..len]);
-                self.buf = bytes;
+                data[byte] ^= 1 << bit;
             }
+            self.enqueue_owned(at, to, meta, data, len);
         }
     }
 
-    fn enqueue_owned(&mut self, at: Instant, to: usize, meta: RxMeta, data: Vec<u8>) {
+    fn enqueue_owned(&mut self, at: Instant, to: usize, meta: RxMeta, data: Vec<u8>, len: usize) {
         let id = self.seq;
         self.seq += 1;
-        let f = Flight { to, meta, data };
+        let f = Flight { to, meta, data, len };
         let slot = match self.free_flights.pop() {
             Some(i) => {
                 self.flights[i as usize] = Some(f);
@@ -321,7 +329,23 @@ impl SimNet {
                 (self.flights.len() - 1) as u32
             }
         };
-        self.heap.push(Reverse((at, id, slot)));
+        if at <= self.now {
+            self.due.push_back(slot);
+        } else {
+            self.heap.push(Reverse((at, id, slot)));
+        }
+    }
+
+    /// The next delivery due now: earlier-scheduled heap entries first (they were sent
+    /// before anything in the zero-latency queue).
+    fn next_due(&mut self) -> Option<u32> {
+        if let Some(Reverse((at, _, slot))) = self.heap.peek().copied() {
+            if at <= self.now {
+                self.heap.pop();
+                return Some(slot);
+            }
+        }
+        self.due.pop_front()
     }
 
     /// Delivers and transmits everything due at the current time.
@@ -336,22 +360,19 @@ impl SimNet {
                     progress = true;
                 }
             }
-            while let Some(Reverse((at, _, slot))) = self.heap.peek().copied() {
-                if at > self.now {
-                    break;
-                }
-                self.heap.pop();
+            if let Some(slot) = self.next_due() {
                 self.free_flights.push(slot);
-                let Some(f) = self.flights[slot as usize].take() else { continue };
-                self.stats.delivered += 1;
-                if let Some(s) = self.sink.as_mut() {
-                    s.packet(self.now, f.meta.src_ip, f.meta.dst_ip, f.meta.src_port, &f.data);
+                if let Some(f) = self.flights[slot as usize].take() {
+                    self.stats.delivered += 1;
+                    let bytes = &f.data[..f.len];
+                    if let Some(s) = self.sink.as_mut() {
+                        s.packet(self.now, f.meta.src_ip, f.meta.dst_ip, f.meta.src_port, bytes);
+                    }
+                    self.nics[f.to].handle_datagram(self.now, &f.meta, bytes);
+                    self.pool.push(f.data);
                 }
-                self.nics[f.to].handle_datagram(self.now, &f.meta, &f.data);
-                self.pool.push(f.data);
-                progress = true;
                 // let the receiver answer before more arrivals at the same instant
-                break;
+                progress = true;
             }
             if !progress {
                 break;
@@ -361,7 +382,7 @@ impl SimNet {
 
     /// The next moment anything happens (a delivery or a NIC timer).
     pub fn next_event(&self) -> Option<Instant> {
-        let d = self.heap.peek().map(|Reverse((t, _, _))| *t);
+        let d = if self.due.is_empty() { self.heap.peek().map(|Reverse((t, _, _))| *t) } else { Some(self.now) };
         let t = self.nics.iter().filter_map(|n| n.poll_timeout()).min();
         match (d, t) {
             (Some(a), Some(b)) => Some(a.min(b)),
