@@ -206,10 +206,24 @@ fn main() {
         if only == "write" && op != WrOpcode::RdmaWrite || only == "send" && op != WrOpcode::Send {
             continue;
         }
-        let e = run_engine(op, len, secs);
+        // alternate short trials and keep the best of each: the machine is shared and noisy
+        let trials = 5;
+        let t = secs / trials as f64;
         let nobase = std::env::var("ROCE_BENCH_NOBASE").is_ok();
-        let b2 = if nobase { 1.0 } else { run_baseline(len as usize, secs, true) };
-        let b1 = if nobase { 1.0 } else { run_baseline(len as usize, secs, false) };
+        let (mut e, mut b2, mut b1) = (run_engine(op, len, t), 1.0f64, 1.0f64);
+        for _ in 0..trials {
+            let x = run_engine(op, len, t);
+            if x.data_pps > e.data_pps {
+                e = Result { allocs: e.allocs.max(x.allocs), allocs_per_pkt: e.allocs_per_pkt.max(x.allocs_per_pkt), ..x };
+            } else {
+                e.allocs = e.allocs.max(x.allocs);
+                e.allocs_per_pkt = e.allocs_per_pkt.max(x.allocs_per_pkt);
+            }
+            if !nobase {
+                b2 = b2.max(run_baseline(len as usize, t, true));
+                b1 = b1.max(run_baseline(len as usize, t, false));
+            }
+        }
         println!("{name}:");
         println!("  engine        {:>12.0} data pkts/s   ({:.0} pkts/s incl. ACKs, {:.2} Gbit/s payload)", e.data_pps, e.all_pps, e.data_pps * len as f64 * 8e-9);
         println!("  baseline tx+rx{:>12.0} pkts/s   (copy in + ICRC + ICRC verify + copy out)", b2);

@@ -513,6 +513,7 @@ impl Nic {
 
     /// Feeds one received datagram (BTH..ICRC) with what the driver knows of its IP/UDP headers.
     pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
+        let _d = self.span.enter();
         let Ok(p) = Packet::new_checked(data) else {
             self.ctr.malformed += 1;
             return;
@@ -522,12 +523,9 @@ impl Nic {
             self.ctr.bad_opcode += 1;
             return;
         }
-        if meta.dst_ip != self.cfg.ip && roce_wire::bth::Packet::new_unchecked(data).tver() == 0 {
-            let ours = self.gids.iter().any(|g| ip_from_gid(g) == meta.dst_ip);
-            if !ours {
-                self.ctr.bad_dst += 1;
-                return;
-            }
+        if meta.dst_ip != self.cfg.ip && !self.gids.iter().any(|g| ip_from_gid(g) == meta.dst_ip) {
+            self.ctr.bad_dst += 1;
+            return;
         }
         // ICRC first: a corrupted packet must not move any state or counter but icrc_errors.
         let verified = match (meta.src_ip, meta.ipv4_id, self.cfg.icrc_policy) {
@@ -587,6 +585,7 @@ impl Nic {
             return;
         }
         self.ctr.rcvd_pkts += 1;
+        let _q = tracing::enabled!(tracing::Level::TRACE).then(|| tracing::trace_span!("qp", qpn).entered());
         let mut ctx = ctx!(self);
         if is_req {
             qp.on_request(&mut ctx, meta, &p, &r);
@@ -601,6 +600,7 @@ impl Nic {
 
     /// Runs every timer that expired at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
+        let _d = self.span.enter();
         for (qpn, qp) in self.qps.iter_mut() {
             if qp.next_timeout().is_some_and(|t| t <= now) {
                 let mut ctx = Ctx {
@@ -631,6 +631,7 @@ impl Nic {
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let _d = self.span.enter();
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             qp.in_ready = false;

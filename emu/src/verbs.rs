@@ -466,11 +466,12 @@ pub struct AhAttr {
 }
 
 impl AhAttr {
-    /// An AH toward `ip` with rxe-ish defaults (hop limit 64, sgid index of the IPv4-mapped GID).
+    /// An AH toward `ip` with rxe-ish defaults: hop limit 64, source GID index 1 (the device's
+    /// configured address; index 0 is its link-local IPv6 GID).
     pub fn to_ip(ip: IpAddr) -> AhAttr {
         AhAttr {
             dgid: gid_from_ip(ip),
-            sgid_index: if ip.is_ipv4() { 1 } else { 0 },
+            sgid_index: 1,
             hop_limit: 64,
             is_global: true,
             port_num: 1,
