@@ -286,7 +286,9 @@ pub fn parse(link: LinkType, frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
     let mut l2 = L2Summary::default();
     match link {
         LinkType::Ethernet => {
-            let eth = EthernetPacket::new(frame).ok_or(Error::Truncated)?;
+            let Some(eth) = EthernetPacket::new(frame) else {
+                return Err(Error::Truncated);
+            };
             l2.dst_mac = Some(eth.get_destination().octets());
             l2.src_mac = Some(eth.get_source().octets());
             let ethertype = eth.get_ethertype().0;
@@ -297,7 +299,9 @@ pub fn parse(link: LinkType, frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
             if frame.len() < SLL_HEADER_LEN {
                 return Err(Error::Truncated);
             }
-            let sll = SLLPacket::new(frame).ok_or(Error::Truncated)?;
+            let Some(sll) = SLLPacket::new(frame) else {
+                return Err(Error::Truncated);
+            };
             if sll.get_link_layer_address_len() == 6 {
                 let a = sll.get_link_layer_address_raw();
                 l2.src_mac = Some([a[0], a[1], a[2], a[3], a[4], a[5]]);
@@ -309,7 +313,9 @@ pub fn parse(link: LinkType, frame: &[u8]) -> Result<Option<RoceFrame<'_>>> {
             if frame.len() < SLL2_HEADER_LEN {
                 return Err(Error::Truncated);
             }
-            let sll = SLL2Packet::new(frame).ok_or(Error::Truncated)?;
+            let Some(sll) = SLL2Packet::new(frame) else {
+                return Err(Error::Truncated);
+            };
             if sll.get_link_layer_address_length() == 6 {
                 let a = sll.get_link_layer_address_raw();
                 l2.src_mac = Some([a[0], a[1], a[2], a[3], a[4], a[5]]);
@@ -341,8 +347,9 @@ fn ethertype_payload(
         if tags == MAX_VLAN_TAGS {
             return Err(Error::Malformed);
         }
-        let rest = frame.get(at..).ok_or(Error::Truncated)?;
-        let tag = VlanPacket::new(rest).ok_or(Error::Truncated)?;
+        let Some(tag) = frame.get(at..).and_then(VlanPacket::new) else {
+            return Err(Error::Truncated);
+        };
         l2.vlans[tags] = Some(VlanTag {
             tpid: ethertype,
             pcp: tag.get_priority_code_point().0,
@@ -365,12 +372,16 @@ fn ethertype_payload(
 /// Reads the UDP header at `at` and decides whether the datagram is RoCEv2. `ip_end` is where
 /// the IP datagram ends according to the IP header (possibly beyond the captured bytes).
 fn udp(frame: &[u8], at: usize, ip_end: usize) -> Result<Option<(UdpSummary, usize)>> {
-    let rest = frame.get(at..).ok_or(Error::Truncated)?;
+    let Some(rest) = frame.get(at..) else {
+        return Err(Error::Truncated);
+    };
     // The destination port alone decides; it sits in bytes 2..4.
     if rest.len() >= 4 && u16::from_be_bytes([rest[2], rest[3]]) != ROCE_V2_UDP_PORT {
         return Ok(None);
     }
-    let u = UdpPacket::new(rest).ok_or(Error::Truncated)?;
+    let Some(u) = UdpPacket::new(rest) else {
+        return Err(Error::Truncated);
+    };
     let summary = UdpSummary {
         src_port: u.get_source(),
         dst_port: u.get_destination(),
@@ -385,8 +396,9 @@ fn udp(frame: &[u8], at: usize, ip_end: usize) -> Result<Option<(UdpSummary, usi
 }
 
 fn ipv4(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {
-    let rest = frame.get(at..).ok_or(Error::Truncated)?;
-    let ip = Ipv4Packet::new(rest).ok_or(Error::Truncated)?;
+    let Some(ip) = frame.get(at..).and_then(Ipv4Packet::new) else {
+        return Err(Error::Truncated);
+    };
     let ihl = ip.get_header_length() as usize * 4;
     // Only a first-fragment UDP datagram with a sane header length can be RoCEv2.
     if ip.get_version() != 4
@@ -433,8 +445,9 @@ fn ipv4(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
 }
 
 fn ipv6(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {
-    let rest = frame.get(at..).ok_or(Error::Truncated)?;
-    let ip = Ipv6Packet::new(rest).ok_or(Error::Truncated)?;
+    let Some(ip) = frame.get(at..).and_then(Ipv6Packet::new) else {
+        return Err(Error::Truncated);
+    };
     if ip.get_version() != 6 || ip.get_next_header().0 != IP_PROTO_UDP {
         return Ok(None);
     }
@@ -471,9 +484,10 @@ fn ipv6(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
 }
 
 fn grh(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {
-    let rest = frame.get(at..).ok_or(Error::Truncated)?;
     // The GRH has the layout of an IPv6 header (IP version 6 in the first nibble).
-    let g = Ipv6Packet::new(rest).ok_or(Error::Truncated)?;
+    let Some(g) = frame.get(at..).and_then(Ipv6Packet::new) else {
+        return Err(Error::Truncated);
+    };
     if g.get_version() != 6 || g.get_next_header().0 != GRH_NEXT_HEADER_BTH {
         return Err(Error::Malformed);
     }
