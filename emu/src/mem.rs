@@ -265,3 +265,60 @@ impl MrTable {
 pub(crate) fn sge_total(sges: &[Sge]) -> u64 {
     sges.iter().map(|s| s.length as u64).sum()
 }
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use rand::SeedableRng;
+
+    fn table() -> (MrTable, rand::rngs::SmallRng, VecMemory) {
+        (MrTable::default(), rand::rngs::SmallRng::seed_from_u64(1), VecMemory::new(100))
+    }
+
+    #[test]
+    fn keys_carry_index_generation_and_random_bits() {
+        let (mut t, mut rng, m) = table();
+        let a = t.register(&mut rng, Pd(1), Arc::new(m.clone()), 0x1000, AccessFlags::LOCAL_WRITE).unwrap();
+        assert_eq!(a.rkey, 0, "no remote access, no rkey (rxe)");
+        assert!(t.deregister(a.lkey));
+        assert!(!t.deregister(a.lkey));
+        let b = t.register(&mut rng, Pd(1), Arc::new(m), 0x1000, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ).unwrap();
+        assert_eq!(b.lkey, b.rkey);
+        assert_eq!(b.lkey & 0xFFF, a.lkey & 0xFFF, "slot reused");
+        assert_eq!((b.lkey >> 12) & 0xFFF, 1, "generation bumped");
+        assert!(t.get(a.lkey).is_none(), "stale key never resolves");
+    }
+
+    #[test]
+    fn generation_exhaustion_retires_the_slot() {
+        let (mut t, mut rng, m) = table();
+        let mut last = 0;
+        for _ in 0..(1 << GEN_BITS) {
+            let k = t.register(&mut rng, Pd(1), Arc::new(m.clone()), 0, AccessFlags::EMPTY).unwrap();
+            assert_eq!(k.lkey & 0xFFF, 0);
+            last = k.lkey;
+            t.deregister(k.lkey);
+        }
+        let k = t.register(&mut rng, Pd(1), Arc::new(m), 0, AccessFlags::EMPTY).unwrap();
+        assert_ne!(k.lkey & 0xFFF, last & 0xFFF, "retired slot not reused");
+    }
+
+    #[test]
+    fn bounds_pd_and_access_are_checked() {
+        let (mut t, mut rng, m) = table();
+        let k = t.register(&mut rng, Pd(1), Arc::new(m), 0x1000, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+        assert!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0x1000, 100).is_ok());
+        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0x1000, 101).err(), Some(MemErr::Fault));
+        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0xFFF, 1).err(), Some(MemErr::Fault));
+        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, u64::MAX, 2).err(), Some(MemErr::Fault));
+        assert_eq!(t.check(k.rkey, Pd(2), AccessFlags::REMOTE_WRITE, 0x1000, 1).err(), Some(MemErr::Fault));
+        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_READ, 0x1000, 1).err(), Some(MemErr::Fault));
+        // scatter over two SGEs, and running out of room
+        let sg = [Sge { addr: 0x1000, length: 3, lkey: k.lkey }, Sge { addr: 0x1010, length: 3, lkey: k.lkey }];
+        assert_eq!(t.scatter(Pd(1), &sg, 1, b"abcd"), Ok(()));
+        let mut out = [0u8; 4];
+        t.gather(Pd(1), &sg, 1, &mut out).unwrap();
+        assert_eq!(&out, b"abcd");
+        assert_eq!(t.scatter(Pd(1), &sg, 3, b"abcd"), Err(MemErr::NoSpace));
+    }
+}

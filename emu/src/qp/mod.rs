@@ -239,7 +239,7 @@ fn req_opt(cur: QpState, next: QpState, t: QpType) -> Option<(QpAttrMask, QpAttr
                 (e, M::AV | M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PATH_MIG_STATE)
             }
         }
-        (Sqe, Rts) => (e, if ud { M::CUR_STATE | M::QKEY } else { M::CUR_STATE | M::ACCESS_FLAGS }),
+        (Sqe, Rts) if !rc => (e, if ud { M::CUR_STATE | M::QKEY } else { M::CUR_STATE | M::ACCESS_FLAGS }),
         _ => return None,
     })
 }
@@ -546,5 +546,42 @@ impl Qp {
             + self.resp.resources.capacity() * size_of::<Resource>()
             + self.resp.jobs.capacity() * size_of::<Job>()
             + self.resp.srq_sges.capacity() * size_of::<Sge>()
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+    use QpAttrMask as M;
+
+    #[test]
+    fn modify_table_matches_ib_modify_qp_is_ok() {
+        use QpState::*;
+        let rc = QpType::Rc;
+        assert!(modify_is_ok(Reset, Init, rc, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS));
+        assert!(!modify_is_ok(Reset, Init, QpType::Ud, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS));
+        assert!(modify_is_ok(Reset, Init, QpType::Ud, M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY));
+        assert!(!modify_is_ok(Init, Rtr, rc, M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN));
+        assert!(modify_is_ok(Init, Rtr, QpType::Uc, M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN));
+        assert!(modify_is_ok(Init, Rtr, QpType::Ud, M::STATE));
+        assert!(modify_is_ok(Rtr, Rts, QpType::Ud, M::STATE | M::SQ_PSN));
+        assert!(!modify_is_ok(Rtr, Rts, rc, M::STATE | M::SQ_PSN));
+        assert!(modify_is_ok(Rts, Rts, rc, M::MIN_RNR_TIMER));
+        assert!(!modify_is_ok(Rts, Rts, QpType::Uc, M::MIN_RNR_TIMER));
+        assert!(!modify_is_ok(Rtr, Rtr, rc, M::STATE));
+        assert!(!modify_is_ok(Init, Rts, rc, M::STATE));
+        assert!(!modify_is_ok(Err, Rts, rc, M::STATE));
+        for s in [Reset, Init, Rtr, Rts, Sqd, Sqe, Err] {
+            assert!(modify_is_ok(s, Err, rc, M::STATE));
+            assert!(modify_is_ok(s, Reset, rc, M::STATE));
+        }
+        assert!(modify_is_ok(Rts, Sqd, rc, M::STATE | M::EN_SQD_ASYNC_NOTIFY));
+        assert!(modify_is_ok(Sqe, Rts, QpType::Uc, M::STATE | M::ACCESS_FLAGS));
+        assert!(!modify_is_ok(Sqe, Rts, rc, M::STATE | M::ACCESS_FLAGS));
+    }
+
+    #[test]
+    fn qp_state_is_small() {
+        assert!(std::mem::size_of::<Qp>() <= 4096, "{}", std::mem::size_of::<Qp>());
     }
 }

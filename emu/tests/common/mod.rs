@@ -57,6 +57,7 @@ impl Default for Opts {
 }
 
 pub struct Pair {
+    pub seed: u64,
     pub net: SimNet,
     pub a: Side,
     pub b: Side,
@@ -127,7 +128,7 @@ impl Pair {
         let b = side(&mut net, "10.0.0.2", &o, seed ^ 0xB);
         connect(&mut net.nics[a.idx], &a, &b, &o, o.a_psn, o.b_psn);
         connect(&mut net.nics[b.idx], &b, &a, &o, o.b_psn, o.a_psn);
-        Pair { net, a, b, opts: o }
+        Pair { seed, net, a, b, opts: o }
     }
 
     pub fn nic_a(&mut self) -> &mut Nic {
@@ -209,5 +210,13 @@ impl Pair {
     }
     pub fn qp_b(&self) -> QpAttr {
         self.net.nics[self.b.idx].query_qp(self.b.qpn).unwrap()
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("sim {} at {:?}; stats {:?}", seed_msg(self.seed), self.net.now, self.net.stats);
+        }
     }
 }
