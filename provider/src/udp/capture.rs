@@ -156,6 +156,26 @@ impl Capture {
         })
     }
 
+    /// Like [`Capture::open`], but the kernel itself keeps only IPv4/IPv6 UDP packets whose source
+    /// or destination port is in `ports` (a classic BPF filter, so unrelated traffic on a busy
+    /// host cannot overflow the capture's queue). At most about 50 ports (`InvalidInput` beyond).
+    pub fn open_ports(ports: &[u16]) -> io::Result<Capture> {
+        let c = Capture::open()?;
+        c.sock.attach_filter(&udp_port_filter(ports)?)?;
+        // Drop whatever was queued before the filter was attached.
+        c.sock.set_nonblocking(true)?;
+        let mut scratch = [0u8; 64];
+        while sys::recv_packet(&c.sock, &mut scratch).is_ok() {}
+        c.sock.set_nonblocking(false)?;
+        let _ = sys::setsockopt_int(
+            &c.sock,
+            libc::SOL_SOCKET,
+            sys::consts::SO_RCVBUFFORCE,
+            64 << 20,
+        );
+        Ok(c)
+    }
+
     /// The next UDP packet that `keep` accepts, waiting at most `timeout` in total.
     pub fn next_udp(
         &mut self,
@@ -219,6 +239,90 @@ impl Capture {
         }
         Ok(v)
     }
+}
+
+/// A classic BPF program (for a `SOCK_DGRAM` packet socket: offsets from the network header)
+/// accepting IPv4 (unfragmented or first fragment) and IPv6 UDP packets with a port in `ports`.
+pub fn udp_port_filter(ports: &[u16]) -> io::Result<Vec<libc::sock_filter>> {
+    const LD_B_ABS: u16 = 0x30;
+    const LD_H_ABS: u16 = 0x28;
+    const LD_H_IND: u16 = 0x48;
+    const LDX_B_MSH: u16 = 0xb1;
+    const ALU_RSH_K: u16 = 0x74;
+    const JEQ_K: u16 = 0x15;
+    const JSET_K: u16 = 0x45;
+    const JA: u16 = 0x05;
+    const RET_K: u16 = 0x06;
+    if ports.is_empty() || ports.len() > 100 {
+        return Err(io::Error::from(io::ErrorKind::InvalidInput));
+    }
+    #[derive(Clone, Copy)]
+    enum T {
+        Next,
+        Drop,
+        Accept,
+        V6,
+    }
+    let mut prog: Vec<(u16, T, T, u32)> = Vec::new();
+    let port_checks = |prog: &mut Vec<(u16, T, T, u32)>, load: u16, off: u32| {
+        for field in [0u32, 2] {
+            prog.push((load, T::Next, T::Next, off + field));
+            for &p in ports {
+                prog.push((JEQ_K, T::Accept, T::Next, p as u32));
+            }
+        }
+    };
+    prog.push((LD_B_ABS, T::Next, T::Next, 0));
+    prog.push((ALU_RSH_K, T::Next, T::Next, 4));
+    prog.push((JEQ_K, T::Next, T::V6, 4));
+    prog.push((LD_B_ABS, T::Next, T::Next, 9));
+    prog.push((JEQ_K, T::Next, T::Drop, 17));
+    prog.push((LD_H_ABS, T::Next, T::Next, 6));
+    prog.push((JSET_K, T::Drop, T::Next, 0x1FFF));
+    prog.push((LDX_B_MSH, T::Next, T::Next, 0));
+    port_checks(&mut prog, LD_H_IND, 0);
+    prog.push((JA, T::Drop, T::Drop, 0));
+    let v6 = prog.len();
+    prog.push((LD_B_ABS, T::Next, T::Next, 0));
+    prog.push((ALU_RSH_K, T::Next, T::Next, 4));
+    prog.push((JEQ_K, T::Next, T::Drop, 6));
+    prog.push((LD_B_ABS, T::Next, T::Next, 6));
+    prog.push((JEQ_K, T::Next, T::Drop, 17));
+    port_checks(&mut prog, LD_H_ABS, 40);
+    let drop = prog.len();
+    prog.push((RET_K, T::Next, T::Next, 0));
+    let accept = prog.len();
+    prog.push((RET_K, T::Next, T::Next, 0x40000));
+    let mut out = Vec::with_capacity(prog.len());
+    for (i, &(code, jt, jf, k)) in prog.iter().enumerate() {
+        let rel = |t: T| -> io::Result<u32> {
+            let to = match t {
+                T::Next => i + 1,
+                T::Drop => drop,
+                T::Accept => accept,
+                T::V6 => v6,
+            };
+            Ok((to - (i + 1)) as u32)
+        };
+        let (jt8, jf8, k) = if code == JA {
+            (0, 0, rel(jt)?)
+        } else if code & 0x07 == 0x05 {
+            let (a, b) = (rel(jt)?, rel(jf)?);
+            if a > 255 || b > 255 {
+                return Err(io::Error::from(io::ErrorKind::InvalidInput));
+            }
+            (a as u8, b as u8, k)
+        } else {
+            (0, 0, k)
+        };
+        out.push(libc::sock_filter {
+            code,
+            jt: jt8,
+            jf: jf8,
+            k,
+        });
+    }
+    Ok(out)
 }
 
 /// Runs `f` on a new thread inside a fresh network namespace whose `lo` is up (root only;

@@ -13,8 +13,15 @@ use super::*;
 
 const T: Duration = Duration::from_secs(3);
 
-fn capture_or_skip(what: &str) -> Option<Capture> {
-    match Capture::open() {
+/// Opens a capture keeping only UDP packets with one of `ports` (kernel BPF filter), or skips
+/// loudly (fails under `CI=true`). With no ports, an unfiltered capture (private netns use).
+fn capture_or_skip(what: &str, ports: &[u16]) -> Option<Capture> {
+    let c = if ports.is_empty() {
+        Capture::open()
+    } else {
+        Capture::open_ports(ports)
+    };
+    match c {
         Ok(c) => Some(c),
         Err(e) => {
             if std::env::var("CI").as_deref() == Ok("true") {
@@ -77,12 +84,20 @@ fn describe(c: &Captured) -> String {
 /// socket without DF send (nonzero IDs).
 #[test]
 fn capture_unconnected_df_sends_id_zero() {
-    let Some(mut cap) = capture_or_skip("capture_unconnected_df_sends_id_zero") else {
-        return;
-    };
     let mut a = Socket::bind(v4(127, 0, 0, 1), cfg()).unwrap();
     let mut b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
     let (pa, pb) = (a.local_addr(), b.local_addr());
+    // Sockets for the record at the end: one connected, one without DF.
+    let conn = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    conn.bind(&SocketAddr::new(pa.ip(), 0).into()).unwrap();
+    let nodf = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
+    nodf.bind(&SocketAddr::new(pa.ip(), 0).into()).unwrap();
+    let pc = conn.local_addr().unwrap().as_socket().unwrap();
+    let pn = nodf.local_addr().unwrap().as_socket().unwrap();
+    let ports = [pa.port(), pb.port(), pc.port(), pn.port()];
+    let Some(mut cap) = capture_or_skip("capture_unconnected_df_sends_id_zero", &ports) else {
+        return;
+    };
     let specs = [
         (None, None, 0usize),
         (Some(0x02u8), Some(7u8), 100),
@@ -172,8 +187,6 @@ fn capture_unconnected_df_sends_id_zero() {
 
     // For the record: a *connected* socket uses a per-socket ID counter, and an unconnected
     // socket without DF gets IDs from the kernel's hash generator (as kernel rxe does).
-    let conn = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
-    conn.bind(&SocketAddr::new(pa.ip(), 0).into()).unwrap();
     super::sys::setsockopt_int(
         &conn,
         libc::IPPROTO_IP,
@@ -182,7 +195,6 @@ fn capture_unconnected_df_sends_id_zero() {
     )
     .unwrap();
     conn.connect(&pb.into()).unwrap();
-    let pc = conn.local_addr().unwrap().as_socket().unwrap();
     conn.send(&[1, 2, 3]).unwrap();
     conn.send(&[4, 5, 6]).unwrap();
     let got = cap.collect(2, T, between(pc, pb)).unwrap();
@@ -195,8 +207,6 @@ fn capture_unconnected_df_sends_id_zero() {
         "connected sockets count IDs up"
     );
 
-    let nodf = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::DGRAM, None).unwrap();
-    nodf.bind(&SocketAddr::new(pa.ip(), 0).into()).unwrap();
     super::sys::setsockopt_int(
         &nodf,
         libc::IPPROTO_IP,
@@ -204,7 +214,6 @@ fn capture_unconnected_df_sends_id_zero() {
         libc::IP_PMTUDISC_DONT,
     )
     .unwrap();
-    let pn = nodf.local_addr().unwrap().as_socket().unwrap();
     nodf.send_to(&[1, 2, 3], &pb.into()).unwrap();
     nodf.send_to(&[4, 5, 6], &pb.into()).unwrap();
     let got = cap.collect(2, T, between(pn, pb)).unwrap();
@@ -219,9 +228,6 @@ fn capture_unconnected_df_sends_id_zero() {
 /// and the receiver still gets the datagram; the ICRC is exact over IPv6.
 #[test]
 fn capture_ipv6_zero_checksum() {
-    let Some(mut cap) = capture_or_skip("capture_ipv6_zero_checksum") else {
-        return;
-    };
     let lo6 = IpAddr::V6(Ipv6Addr::LOCALHOST);
     let (mut a, mut b) = match (Socket::bind(lo6, cfg()), Socket::bind(lo6, cfg())) {
         (Ok(a), Ok(b)) => (a, b),
@@ -231,6 +237,10 @@ fn capture_ipv6_zero_checksum() {
         }
     };
     let (pa, pb) = (a.local_addr(), b.local_addr());
+    let Some(mut cap) = capture_or_skip("capture_ipv6_zero_checksum", &[pa.port(), pb.port()])
+    else {
+        return;
+    };
     let mut p = payload(9, 64);
     let mut d = OutDatagram::new(lo6, 0xC001, &[]);
     d.dst_port = pb.port();
@@ -257,9 +267,6 @@ fn capture_ipv6_zero_checksum() {
 /// Recorded, not asserted beyond "the bytes arrive".
 #[test]
 fn capture_gso_on_host_lo() {
-    let Some(mut cap) = capture_or_skip("capture_gso_on_host_lo") else {
-        return;
-    };
     let mut a = Socket::bind(v4(127, 0, 0, 1), cfg()).unwrap();
     let b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
     if !a.features().gso {
@@ -267,6 +274,9 @@ fn capture_gso_on_host_lo() {
         return;
     }
     let (pa, pb) = (a.local_addr(), b.local_addr());
+    let Some(mut cap) = capture_or_skip("capture_gso_on_host_lo", &[pa.port(), pb.port()]) else {
+        return;
+    };
     let seg = 500usize;
     let mut p = Vec::new();
     for k in 0..4 {
@@ -296,7 +306,7 @@ fn capture_gso_on_host_lo() {
 /// [`gso_segment_ip_id`]) produced an ICRC that verifies over every segment's real headers.
 #[test]
 fn capture_gso_segment_ids() {
-    if capture_or_skip("capture_gso_segment_ids").is_none() {
+    if capture_or_skip("capture_gso_segment_ids", &[]).is_none() {
         return;
     }
     let r = in_private_netns(true, || {
@@ -355,7 +365,12 @@ fn capture_gso_segment_ids() {
 /// counts it as not verifiable; the capture, which sees the real header, verifies it.
 #[test]
 fn capture_raw_sender_full_header_control() {
-    let Some(mut cap) = capture_or_skip("capture_raw_sender_full_header_control") else {
+    let mut b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
+    let pb = b.local_addr();
+    let Some(mut cap) = capture_or_skip(
+        "capture_raw_sender_full_header_control",
+        &[pb.port(), 0xC0DE],
+    ) else {
         return;
     };
     let mut raw = match super::raw::RawSender::open() {
@@ -368,9 +383,7 @@ fn capture_raw_sender_full_header_control() {
             return;
         }
     };
-    let mut arriving = Capture::open().unwrap();
-    let mut b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
-    let pb = b.local_addr();
+    let mut arriving = Capture::open_ports(&[pb.port()]).unwrap();
     let src = v4(127, 0, 0, 1);
     let mut bufs = Vec::new();
     let mut hdrs = Vec::new();
@@ -453,4 +466,36 @@ fn capture_raw_sender_full_header_control() {
         check_icrc(&h, false, &bufs[0], IcrcPolicy::RecoverId, &counters),
         IcrcVerdict::RecoveredId(0x1234)
     );
+}
+
+/// The kernel-side BPF filter of `Capture::open_ports` keeps exactly the packets with one of the
+/// ports (checked with an accept-everything closure).
+#[test]
+fn capture_bpf_filter_keeps_only_ports() {
+    let mut a = Socket::bind(v4(127, 0, 0, 1), cfg()).unwrap();
+    let other = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
+    let wanted = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
+    let Some(mut cap) = capture_or_skip(
+        "capture_bpf_filter_keeps_only_ports",
+        &[wanted.local_addr().port()],
+    ) else {
+        return;
+    };
+    for (dst, n) in [(other.local_addr(), 20u32), (wanted.local_addr(), 1)] {
+        for i in 0..n {
+            let p = payload(i, 8);
+            let mut d = OutDatagram::new(dst.ip(), 0, &p);
+            d.dst_port = dst.port();
+            assert_eq!(a.send_batch(&[d], Wait::Block(Some(T))).unwrap(), 1);
+        }
+    }
+    let c = cap
+        .next_udp(T, |_| true)
+        .unwrap()
+        .expect("the wanted packet");
+    assert_eq!(c.dst(), wanted.local_addr());
+    // IPv6 and IPv4 programs assemble; too many ports are refused.
+    assert!(super::capture::udp_port_filter(&[1; 50]).is_ok());
+    assert!(super::capture::udp_port_filter(&[1; 200]).is_err());
+    assert!(super::capture::udp_port_filter(&[]).is_err());
 }
