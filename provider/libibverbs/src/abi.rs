@@ -227,7 +227,7 @@ macro_rules! opaque {
 }
 opaque!(
     ibv_xrcd, ibv_wq, ibv_rwq_ind_table, ibv_flow, ibv_flow_attr, ibv_flow_action, ibv_dm,
-    ibv_counters, ibv_td, ibv_mw_bind, verbs_ex_private, ibv_data_buf, ibv_wc_tm_info,
+    ibv_counters, ibv_td, ibv_mw_bind, verbs_ex_private, ibv_wc_tm_info,
     ibv_counter_attach_attr, ibv_counters_init_attr, ibv_alloc_dm_attr, ibv_flow_action_esp_attr,
     ibv_qp_rate_limit_attr, ibv_parent_domain_init_attr, ibv_td_init_attr, ibv_modify_cq_attr,
     ibv_ops_wr, ibv_rwq_ind_table_init_attr, ibv_wq_attr, ibv_wq_init_attr, ibv_values_ex,
@@ -838,7 +838,30 @@ pub struct ibv_qp_init_attr_ex {
 
 /// `enum ibv_qp_init_attr_mask`
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
+
+/// `enum ibv_qp_create_send_ops_flags`
+pub const IBV_QP_EX_WITH_RDMA_WRITE: u64 = 1 << 0;
+pub const IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM: u64 = 1 << 1;
+pub const IBV_QP_EX_WITH_SEND: u64 = 1 << 2;
+pub const IBV_QP_EX_WITH_SEND_WITH_IMM: u64 = 1 << 3;
+pub const IBV_QP_EX_WITH_RDMA_READ: u64 = 1 << 4;
+pub const IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP: u64 = 1 << 5;
+pub const IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD: u64 = 1 << 6;
+pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
+pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
+pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
+pub const IBV_QP_EX_WITH_TSO: u64 = 1 << 10;
+pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
+
+/// `struct ibv_data_buf` (`ibv_wr_set_inline_data_list`).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_data_buf {
+    pub addr: *mut c_void,
+    pub length: usize,
+}
 
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -1149,6 +1172,7 @@ assert_layout!(ibv_qp_attr, 144, qp_state = 0, cur_qp_state = 4, path_mtu = 8,
 assert_layout!(ibv_ah, 24, context = 0, pd = 8, handle = 16);
 assert_layout!(ibv_grh, 40, paylen = 4, next_hdr = 6, hop_limit = 7, sgid = 8, dgid = 24);
 assert_layout!(ibv_ece, 12);
+assert_layout!(ibv_data_buf, 16, addr = 0, length = 8);
 assert_layout!(ibv_sge, 16, addr = 0, length = 8, lkey = 12);
 assert_layout!(ibv_send_wr, 128, wr_id = 0, next = 8, sg_list = 16, num_sge = 24, opcode = 28,
     send_flags = 32, imm_data = 36, wr = 40, qp_type = 72, ext = 80);

@@ -138,8 +138,10 @@ pub struct UdDest {
     pub remote_qkey: u32,
 }
 
-/// One send work request, read from the program's `ibv_send_wr` (which stays the program's).
-/// Fields that do not apply to `opcode` are zero.
+/// One send work request, read from the program's `ibv_send_wr` (which stays the program's) or
+/// built by the `ibv_wr_*` API (`ibv_wr_start` … `ibv_wr_complete`, which the C layer turns into
+/// one `post_send` per request at `ibv_wr_complete`). Fields that do not apply to `opcode` are
+/// zero.
 #[derive(Clone, Copy, Debug)]
 pub struct SendWr<'a> {
     pub wr_id: u64,
@@ -150,6 +152,10 @@ pub struct SendWr<'a> {
     /// Immediate data as the program stored it (network order), or the rkey to invalidate.
     pub imm_data: u32,
     pub sg_list: &'a [ibv_sge],
+    /// With `IBV_SEND_INLINE` (and for `IBV_WR_ATOMIC_WRITE`, its 8 bytes): the payload, already
+    /// gathered from the program's buffers, which it may reuse as soon as the post returns.
+    /// The engine must copy it before returning; `sg_list` then needs no lkey check.
+    pub inline_data: Option<&'a [u8]>,
     pub remote_addr: u64,
     pub rkey: u32,
     pub compare_add: u64,

@@ -150,6 +150,7 @@ fn items() -> Vec<Item> {
         ibv_ah { context, pd, handle }
         ibv_grh { version_tclass_flow, paylen, next_hdr, hop_limit, sgid, dgid }
         ibv_ece { vendor_id, options, comp_mask }
+        ibv_data_buf { addr, length }
         ibv_sge { addr, length, lkey }
         ibv_mw_bind_info { mr, addr, length, mw_access_flags }
         ibv_send_wr {
@@ -247,6 +248,16 @@ fn constants() -> Vec<Item> {
         ("IBV_DEVICE_MEM_MGT_EXTENSIONS", IBV_DEVICE_MEM_MGT_EXTENSIONS as i64),
         ("IBV_QP_INIT_ATTR_PD", IBV_QP_INIT_ATTR_PD as i64),
         ("IBV_QP_INIT_ATTR_SEND_OPS_FLAGS", IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as i64),
+        ("IBV_QP_INIT_ATTR_CREATE_FLAGS", IBV_QP_INIT_ATTR_CREATE_FLAGS as i64),
+        ("IBV_QP_EX_WITH_RDMA_WRITE", IBV_QP_EX_WITH_RDMA_WRITE as i64),
+        ("IBV_QP_EX_WITH_SEND", IBV_QP_EX_WITH_SEND as i64),
+        ("IBV_QP_EX_WITH_RDMA_READ", IBV_QP_EX_WITH_RDMA_READ as i64),
+        ("IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD", IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as i64),
+        ("IBV_QP_EX_WITH_LOCAL_INV", IBV_QP_EX_WITH_LOCAL_INV as i64),
+        ("IBV_QP_EX_WITH_BIND_MW", IBV_QP_EX_WITH_BIND_MW as i64),
+        ("IBV_QP_EX_WITH_SEND_WITH_INV", IBV_QP_EX_WITH_SEND_WITH_INV as i64),
+        ("IBV_QP_EX_WITH_TSO", IBV_QP_EX_WITH_TSO as i64),
+        ("IBV_QP_EX_WITH_ATOMIC_WRITE", IBV_QP_EX_WITH_ATOMIC_WRITE as i64),
     ];
     c.iter().map(|(n, v)| Item { c: format!("(long long){n}"), rust: *v as usize }).collect()
 }

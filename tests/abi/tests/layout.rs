@@ -118,6 +118,7 @@ fn mirrors_equal_rdma_sys_bindgen() {
         ibv_ah { context, pd, handle }
         ibv_grh { version_tclass_flow, paylen, next_hdr, hop_limit, sgid, dgid }
         ibv_ece { vendor_id, options, comp_mask }
+        ibv_data_buf { addr, length }
         ibv_sge { addr, length, lkey }
         ibv_mw_bind_info { mr, addr, length, mw_access_flags }
         ibv_send_wr { wr_id, next, sg_list, num_sge, opcode, send_flags,

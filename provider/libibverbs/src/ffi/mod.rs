@@ -20,6 +20,7 @@ pub mod misc;
 pub mod objects;
 pub mod query;
 pub mod stubs;
+pub mod wr;
 
 #[cfg(test)]
 mod seam_tests;

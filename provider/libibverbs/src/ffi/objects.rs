@@ -59,6 +59,10 @@ pub struct Qp {
     pub id: QpId,
     pub sq_sig_all: bool,
     pub lock: Mutex<()>,
+    /// Created with `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`: `ibv_qp_to_qp_ex` answers, `wr_*` are set.
+    pub qp_ex: bool,
+    /// Work requests built by `ibv_wr_*` since `ibv_wr_start` (see `wr.rs`).
+    pub pending: Mutex<super::wr::Pending>,
 }
 
 #[repr(C)]
@@ -435,6 +439,8 @@ unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_
 // QP
 
 struct QpArgs {
+    /// `Some(send_ops_flags)` for the `ibv_wr_*` API.
+    send_ops: Option<u64>,
     qp_context: *mut c_void,
     send_cq: *mut ibv_cq,
     recv_cq: *mut ibv_cq,
@@ -507,7 +513,13 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
         id: QpId(0),
         sq_sig_all: a.sq_sig_all,
         lock: Mutex::new(()),
+        qp_ex: a.send_ops.is_some(),
+        pending: Mutex::new(Default::default()),
     }));
+    if a.send_ops.is_some() {
+        // SAFETY: not yet published; we are the only user.
+        unsafe { super::wr::install(&mut (*(*qp).c.get()).base) };
+    }
     let init = QpInit {
         pd: p.id,
         qp_type: a.qp_type,
@@ -545,6 +557,7 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_q
         // SAFETY: non-NULL program struct, read by value.
         let ia = unsafe { &*qp_init_attr };
         let args = QpArgs {
+            send_ops: None,
             qp_context: ia.qp_context,
             send_cq: ia.send_cq,
             recv_cq: ia.recv_cq,
@@ -566,7 +579,8 @@ pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_q
 }
 
 /// `verbs_context.create_qp_ex`. The inline `ibv_create_qp_ex` calls `ibv_create_qp` itself when
-/// only `IBV_QP_INIT_ATTR_PD` is set; other masks arrive here.
+/// only `IBV_QP_INIT_ATTR_PD` is set; other masks arrive here. `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`
+/// (what Debian's perftest uses by default) gives a QP with the `ibv_wr_*` API (`wr.rs`).
 pub unsafe extern "C" fn create_qp_ex_op(
     _context: *mut ibv_context,
     attr: *mut ibv_qp_init_attr_ex,
@@ -577,12 +591,22 @@ pub unsafe extern "C" fn create_qp_ex_op(
         }
         // SAFETY: non-NULL program struct.
         let ia = unsafe { &*attr };
-        if ia.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || ia.comp_mask & !IBV_QP_INIT_ATTR_PD != 0 {
-            // The new post-send API (send_ops_flags), XRC, RSS, … need the engine.
-            unimplemented_once("ibv_create_qp_ex (with comp_mask beyond IBV_QP_INIT_ATTR_PD)");
+        let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        let flags_ok = ia.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS == 0 || ia.create_flags == 0;
+        if ia.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || ia.comp_mask & !known != 0 || !flags_ok {
+            // XRC, RSS, TSO headers, create flags, … need the engine.
+            unimplemented_once("ibv_create_qp_ex (XRC/RSS/TSO/create_flags)");
             return null_with(Errno::EOPNOTSUPP);
         }
+        let send_ops = (ia.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(ia.send_ops_flags);
+        if let Some(ops) = send_ops {
+            if ops & !super::wr::SUPPORTED_SEND_OPS != 0 {
+                unimplemented_once("ibv_create_qp_ex (send_ops_flags BIND_MW/TSO/FLUSH)");
+                return null_with(Errno::EOPNOTSUPP);
+            }
+        }
         let args = QpArgs {
+            send_ops,
             qp_context: ia.qp_context,
             send_cq: ia.send_cq,
             recv_cq: ia.recv_cq,
@@ -603,13 +627,11 @@ pub unsafe extern "C" fn create_qp_ex_op(
 }
 
 /// `ibv_qp_to_qp_ex`: the extended QP view exists only for QPs created with
-/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`, which we do not create yet, so NULL (as libibverbs
-/// answers for such QPs).
+/// `IBV_QP_INIT_ATTR_SEND_OPS_FLAGS`; NULL for the others, as libibverbs answers.
 pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     // SAFETY: module contract.
     match unsafe { obj::<Qp, _>(qp) } {
-        // SAFETY: our object.
-        Some(q) if unsafe { (*q.c.get()).base.comp_mask } != 0 => qp.cast(),
+        Some(q) if q.qp_ex => qp.cast(),
         _ => null_mut(),
     }
 }
@@ -725,12 +747,21 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *m
             let r = (|| {
                 // SAFETY: the WR's scatter list (module docs).
                 let sg_list = unsafe { sges(w.sg_list, w.num_sge) }?;
+                let inline_buf;
+                let inline_data = if w.send_flags & IBV_SEND_INLINE != 0 {
+                    // SAFETY: inline SGEs name program memory readable for this call.
+                    inline_buf = unsafe { gather(sg_list) };
+                    Some(&inline_buf[..])
+                } else {
+                    None
+                };
                 let mut s = SendWr {
                     wr_id: w.wr_id,
                     opcode: w.opcode,
                     send_flags: w.send_flags,
                     imm_data: w.imm_data,
                     sg_list,
+                    inline_data,
                     remote_addr: 0,
                     rkey: 0,
                     compare_add: 0,
@@ -771,6 +802,22 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *m
         }
         0
     })
+}
+
+/// Concatenates the bytes the SGEs name (inline data).
+///
+/// # Safety
+/// Each SGE must name `length` readable bytes at `addr` for the duration of the call (the verbs
+/// contract for inline sends: no lkey, the provider copies at post time).
+pub(crate) unsafe fn gather(sg: &[ibv_sge]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(sg.iter().map(|s| s.length as usize).sum());
+    for s in sg {
+        if s.length > 0 && s.addr != 0 {
+            // SAFETY: function contract.
+            v.extend_from_slice(unsafe { core::slice::from_raw_parts(s.addr as *const u8, s.length as usize) });
+        }
+    }
+    v
 }
 
 fn post_recv_list(

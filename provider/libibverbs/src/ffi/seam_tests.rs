@@ -124,7 +124,10 @@ impl DeviceContext for Loopback {
         if q.state != IBV_QPS_RTS || wr.sg_list.len() > q.cap.max_send_sge as usize {
             return Err(Errno::EINVAL);
         }
-        let len: u32 = wr.sg_list.iter().map(|s| s.length).sum();
+        let len: u32 = match wr.inline_data {
+            Some(d) => d.len() as u32,
+            None => wr.sg_list.iter().map(|s| s.length).sum(),
+        };
         let (scq, rcq, qpn) = (q.send_cq, q.recv_cq, q.qp_num);
         let rwr = q.recvs.pop_front().ok_or(Errno::ENOMEM)?;
         let send = ibv_wc { wr_id: wr.wr_id, opcode: IBV_WC_SEND, qp_num: qpn, ..Default::default() };
@@ -260,4 +263,81 @@ fn default_backend_answers_eopnotsupp_with_the_c_conventions() {
         assert_eq!(ibv_close_device(ctx), 0);
         ibv_free_device_list(list);
     }
+}
+
+#[test]
+fn wr_api_posts_through_the_same_seam() {
+    TEST_BACKEND.with(|t| *t.borrow_mut() = Some(Arc::new(LoopbackBackend)));
+    // SAFETY: a C program written in Rust.
+    unsafe {
+        let list = ibv_get_device_list(core::ptr::null_mut());
+        let ctx = ibv_open_device(*list);
+        let pd = ibv_alloc_pd(ctx);
+        let cq = ibv_create_cq(ctx, 8, core::ptr::null_mut(), core::ptr::null_mut(), 0);
+        let mut buf = [7u8; 64];
+
+        // ibv_create_qp_ex() as verbs.h inlines it: through verbs_context.create_qp_ex.
+        let vctx = ctx.cast::<u8>().sub(core::mem::offset_of!(verbs_context, context)).cast::<verbs_context>();
+        let mut ia: ibv_qp_init_attr_ex = core::mem::zeroed();
+        ia.send_cq = cq;
+        ia.recv_cq = cq;
+        ia.cap = ibv_qp_cap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 2, max_recv_sge: 1, max_inline_data: 64 };
+        ia.qp_type = IBV_QPT_RC;
+        ia.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+        ia.pd = pd;
+        ia.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_RDMA_WRITE;
+        let qp = ((*vctx).create_qp_ex.unwrap())(ctx, &mut ia);
+        assert!(!qp.is_null());
+        let qpx = ibv_qp_to_qp_ex(qp);
+        assert_eq!(qpx.cast::<ibv_qp>(), qp);
+        let mut attr = ibv_qp_attr { qp_state: IBV_QPS_RTS, ..Default::default() };
+        assert_eq!(ibv_modify_qp(qp, &mut attr, IBV_QP_STATE), 0);
+        for id in [200, 201] {
+            let mut rs = [sge(&mut buf[..16], 1)];
+            let mut rwr = ibv_recv_wr { wr_id: id, next: core::ptr::null_mut(), sg_list: rs.as_mut_ptr(), num_sge: 1 };
+            let mut bad = core::ptr::null_mut();
+            assert_eq!(((*ctx).ops.post_recv.unwrap())(qp, &mut rwr, &mut bad), 0);
+        }
+
+        // ibv_wr_start / ibv_wr_send / ibv_wr_set_sge / ibv_wr_set_inline_data / ibv_wr_complete
+        let q = &mut *qpx;
+        (q.wr_start.unwrap())(qpx);
+        q.wr_id = 5;
+        q.wr_flags = IBV_SEND_SIGNALED;
+        (q.wr_send.unwrap())(qpx);
+        (q.wr_set_sge.unwrap())(qpx, 1, buf.as_ptr() as u64, 12);
+        q.wr_id = 6;
+        (q.wr_send.unwrap())(qpx);
+        let mut data = *b"inline!";
+        (q.wr_set_inline_data.unwrap())(qpx, data.as_mut_ptr().cast(), data.len());
+        data.fill(0); // copied at set time
+        assert_eq!((q.wr_complete.unwrap())(qpx), 0);
+
+        let mut wc = [ibv_wc::default(); 8];
+        let n = ((*ctx).ops.poll_cq.unwrap())(cq, 8, wc.as_mut_ptr());
+        assert_eq!(n, 4);
+        let got: Vec<(u64, u32)> = wc[..4].iter().map(|w| (w.wr_id, w.byte_len)).collect();
+        assert_eq!(got, [(5, 0), (200, 12), (6, 0), (201, 7)]);
+
+        // A setter without a builder makes wr_complete fail; wr_abort drops everything.
+        (q.wr_start.unwrap())(qpx);
+        (q.wr_set_sge.unwrap())(qpx, 1, buf.as_ptr() as u64, 4);
+        assert_eq!((q.wr_complete.unwrap())(qpx), libc::EINVAL);
+        (q.wr_start.unwrap())(qpx);
+        (q.wr_send.unwrap())(qpx);
+        (q.wr_abort.unwrap())(qpx);
+        assert_eq!(((*ctx).ops.poll_cq.unwrap())(cq, 8, wc.as_mut_ptr()), 0);
+
+        // Unsupported send ops are refused at creation, not at a NULL function pointer later.
+        ia.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
+        assert!(((*vctx).create_qp_ex.unwrap())(ctx, &mut ia).is_null());
+        assert_eq!(*libc::__errno_location(), libc::EOPNOTSUPP);
+
+        assert_eq!(ibv_destroy_qp(qp), 0);
+        assert_eq!(ibv_destroy_cq(cq), 0);
+        assert_eq!(ibv_dealloc_pd(pd), 0);
+        assert_eq!(ibv_close_device(ctx), 0);
+        ibv_free_device_list(list);
+    }
+    TEST_BACKEND.with(|t| *t.borrow_mut() = None);
 }
