@@ -140,7 +140,8 @@ impl DeviceContext for Loopback {
 
 struct LoopbackBackend;
 impl Backend for LoopbackBackend {
-    fn open_device(&self, _cfg: &DeviceConfig, _ev: AsyncEventSink) -> VerbResult<Box<dyn DeviceContext>> {
+    fn open_device(&self, _cfg: &DeviceConfig, ev: AsyncEventSink) -> VerbResult<Box<dyn DeviceContext>> {
+        ev.post(AsyncElement::Port(1), IBV_EVENT_PORT_ACTIVE);
         Ok(Box::<Loopback>::default())
     }
 }
@@ -157,6 +158,18 @@ fn verbs_reach_the_backend_through_the_c_abi() {
         let list = ibv_get_device_list(core::ptr::null_mut());
         let ctx = ibv_open_device(*list);
         assert!(!ctx.is_null());
+
+        // The engine's async event arrives on context->async_fd.
+        let mut pfd = libc::pollfd { fd: (*ctx).async_fd, events: libc::POLLIN, revents: 0 };
+        assert_eq!(libc::poll(&mut pfd, 1, 1000), 1);
+        let mut ev: ibv_async_event = core::mem::zeroed();
+        assert_eq!(ibv_get_async_event(ctx, &mut ev), 0);
+        assert_eq!((ev.event_type, ev.element.port_num), (IBV_EVENT_PORT_ACTIVE, 1));
+        ibv_ack_async_event(&mut ev);
+        libc::fcntl((*ctx).async_fd, libc::F_SETFL, libc::O_NONBLOCK);
+        assert_eq!(ibv_get_async_event(ctx, &mut ev), -1);
+        assert_eq!(*libc::__errno_location(), libc::EAGAIN);
+
         let pd = ibv_alloc_pd(ctx);
         assert!(!pd.is_null());
         assert_eq!((*pd).context, ctx);
