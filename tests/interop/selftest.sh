@@ -40,7 +40,8 @@ t0=$(now_ms)
 timed "prepare ($cold)" "$(secs_since "$t0")"
 
 # ---- up ------------------------------------------------------------------------------------
-export ROCE_LAB=roce-lab-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+ROCE_LAB=roce-lab-$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+export ROCE_LAB
 cleanup() {
   if [ "$KEEP" = 1 ]; then log "keeping lab $ROCE_LAB (lab.sh down to remove it)"
   else "$L" down >/dev/null 2>&1 || true; fi

@@ -25,6 +25,7 @@ cmd_up() {
     esac
   done
   [ ${#specs[@]} -gt 0 ] || specs=(a=198.18.0.2 b=198.18.0.3)
+  [ ${#specs[@]} -le 2 ] || log "warning: ${#specs[@]} guests on a 2-core machine will be slow"
   for spec in "${specs[@]}"; do
     [[ ${spec%%=*} =~ ^[a-z0-9]{1,8}$ ]] || die "guest name ${spec%%=*}: use 1-8 of [a-z0-9]"
     check_lab_ip "${spec#*=}"
@@ -73,7 +74,7 @@ boot_guest() {
     -name "$LAB-$name" -accel "$ACCEL" -cpu "$cpu" -smp 1 -m "$mem" \
     -machine pc -nodefaults -no-user-config -display none -no-reboot \
     -kernel "$VMLINUX" -initrd "$INITRAMFS" \
-    -append "console=ttyS0 quiet panic=-1 lab.name=$name lab.ip=$ip/24 lab.mtu=$MTU" \
+    -append "console=ttyS0 quiet panic=-1 cryptomgr.notests mitigations=off tsc=reliable no_timer_check lab.name=$name lab.ip=$ip/24 lab.mtu=$MTU" \
     -chardev "file,id=con,path=$gd/console.log" -serial chardev:con \
     -netdev "tap,id=n0,ifname=tap-$name,script=no,downscript=no" \
     -device "virtio-net-pci,netdev=n0,mac=$(lab_mac "$ip")" \

@@ -47,7 +47,11 @@ download_debs() {
   done < <(apt-get "${APT_OPTS[@]}" download --print-uris "$@" 2>/dev/null)
   if [ ${#want[@]} -gt 0 ]; then
     log "apt-get download: ${want[*]}"
-    (cd "$dir" && apt-get "${APT_OPTS[@]}" download "${want[@]}" >/dev/null) || die "apt-get download failed"
+    # Stale package lists point at files the archive no longer has: update once and retry.
+    (cd "$dir" && apt-get "${APT_OPTS[@]}" download "${want[@]}" >/dev/null) ||
+      { apt-get "${APT_OPTS[@]}" update >/dev/null &&
+        (cd "$dir" && apt-get "${APT_OPTS[@]}" download "${want[@]}" >/dev/null); } ||
+      die "apt-get download failed"
   fi
   # Print the file of each package (newest version if several are cached).
   local p
@@ -116,15 +120,15 @@ prepare_rootfs() {
 
 # Every ELF in the rootfs must find its NEEDED libraries inside the rootfs.
 check_shared_libs() {
-  local root=$1 f lib missing=""
+  local root=$1 f lib absent=""
   while read -r f; do
     for lib in $(objdump -p "$f" 2>/dev/null | awk '/NEEDED/{print $2}'); do
       [ -e "$root/lib/x86_64-linux-gnu/$lib" ] || [ -e "$root/usr/lib/x86_64-linux-gnu/$lib" ] ||
-        missing+=" ${f#"$root"}:$lib"
+        absent+=" ${f#"$root"}:$lib"
     done
   done < <(find "$root" -type f \( -path '*/bin/*' -o -path '*/sbin/*' -o -name '*.so*' \) \
              -exec sh -c 'head -c4 "$1" | grep -q ELF && echo "$1"' _ {} \;)
-  [ -z "$missing" ] || die "guest libraries missing (add their packages to GUEST_PKGS):$missing"
+  [ -z "$absent" ] || die "guest libraries absent (add their packages to GUEST_PKGS):$absent"
 }
 
 build_initramfs() {
