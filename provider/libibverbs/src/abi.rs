@@ -13,6 +13,7 @@
 //! to 8 (it has a `u64` member), mirrored as `[u8; 16]` with `align(8)`.
 //!
 //! This module contains no `unsafe`.
+#![forbid(unsafe_code)]
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case, dead_code)]
 
 use core::ffi::{c_char, c_int, c_uint, c_void};

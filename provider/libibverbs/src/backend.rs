@@ -20,6 +20,8 @@
 //!
 //! To plug an engine in, change [`default_backend`] (the only constructor the C layer calls).
 
+#![forbid(unsafe_code)]
+
 use crate::abi::{ibv_ah_attr, ibv_qp_attr, ibv_qp_cap, ibv_sge, ibv_srq_attr, ibv_wc};
 use crate::config::DeviceConfig;
 pub use crate::ffi::events::{AsyncElement, AsyncEventSink, CqNotifier};

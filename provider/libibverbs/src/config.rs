@@ -16,6 +16,8 @@
 //! The MAC is synthetic and locally administered: `02:00:` + the 4 IPv4 bytes (for IPv6, the
 //! last 4 bytes of the address), so two emulated NICs on 127.0.0.1 and 127.0.0.2 differ.
 
+#![forbid(unsafe_code)]
+
 use std::net::{IpAddr, Ipv4Addr};
 
 pub const DEFAULT_DEV_NAME: &str = "rxe0";

@@ -1,6 +1,8 @@
 //! What the emulated device reports: rxe's `rxe_param.h` defaults (roce-spec-notes C.14), with
 //! identity fields that say it is this emulator.
 
+#![forbid(unsafe_code)]
+
 use crate::abi::*;
 use crate::config::DeviceConfig;
 

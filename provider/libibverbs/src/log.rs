@@ -1,5 +1,7 @@
 //! Diagnostics on stderr (never stdout: rdma-core removed provider output on stdout, #803).
 
+#![forbid(unsafe_code)]
+
 use std::collections::HashSet;
 use std::io::Write as _;
 use std::sync::Mutex;
@@ -17,6 +19,7 @@ pub fn unimplemented_once(verb: &'static str) {
     }
     let mut g = WARNED.lock().unwrap_or_else(|e| e.into_inner());
     if g.get_or_insert_with(HashSet::new).insert(verb) {
-        warn(&format!("{verb}() is not implemented by this emulated device; it returns an error"));
+        let call = if verb.contains(' ') { verb.to_string() } else { format!("{verb}()") };
+        warn(&format!("{call} is not implemented by this emulated device; it returns an error"));
     }
 }
