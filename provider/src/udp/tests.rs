@@ -291,3 +291,56 @@ fn ipv6_round_trip_zero_checksum_and_gso() {
     }
     assert_eq!(counters.snapshot(), (5, 0, 0));
 }
+
+/// The real configuration: two emulated NICs on their own loopback addresses, both on port 4791
+/// (defaults: source port 4791, zero checksums, GRO). Addresses are unusual to avoid other
+/// tests; skips loudly if they are taken.
+#[test]
+fn two_nics_on_port_4791() {
+    let (x, y) = (
+        IpAddr::V4(Ipv4Addr::new(127, 77, 0, 2)),
+        IpAddr::V4(Ipv4Addr::new(127, 77, 0, 3)),
+    );
+    let (mut a, mut b) = match (
+        Socket::bind(x, SocketConfig::default()),
+        Socket::bind(y, SocketConfig::default()),
+    ) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(e), _) | (_, Err(e)) => {
+            eprintln!("SKIPPED two_nics_on_port_4791: {e}");
+            return;
+        }
+    };
+    assert_eq!(a.local_addr().port(), 4791);
+    let mut p = payload(5, 64);
+    let mut d = OutDatagram::new(y, 0xC123, &[]);
+    a.fill_icrc(&d, &mut p).unwrap();
+    d.payload = &p;
+    assert_eq!(a.send_batch(&[d], Wait::Block(Some(T))).unwrap(), 1);
+    let c = IcrcCounters::default();
+    let got = recv_n(&mut b, 1, IcrcPolicy::Strict, &c);
+    assert_eq!(got[0].0, p);
+    assert_eq!(got[0].1, std::net::SocketAddr::new(x, 4791));
+    assert_eq!(got[0].4, IcrcVerdict::Verified);
+    // And back, with spin-then-block waiting on the other side.
+    let h = std::thread::spawn(move || {
+        let c = IcrcCounters::default();
+        let mut batch = RecvBatch::new(2);
+        let w = Wait::SpinThenBlock(Duration::from_micros(200), Some(T));
+        let n = a.recv_batch(&mut batch, w).unwrap();
+        let d = batch
+            .iter()
+            .next()
+            .map(|d| (d.payload.to_vec(), d.check_icrc(IcrcPolicy::Strict, &c)));
+        (n, d)
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    let mut q = payload(6, 10);
+    let mut e = OutDatagram::new(x, 0, &[]);
+    b.fill_icrc(&e, &mut q).unwrap();
+    e.payload = &q;
+    assert_eq!(b.send_batch(&[e], Wait::NonBlocking).unwrap(), 1);
+    let (n, d) = h.join().unwrap();
+    assert_eq!(n, 1);
+    assert_eq!(d, Some((q, IcrcVerdict::Verified)));
+}
