@@ -167,7 +167,7 @@ fn set_no_check(s: &socket2::Socket, v6: bool, on: bool) -> io::Result<()> {
     }
 }
 
-fn new_udp(addr: SocketAddr, cfg: &SocketConfig) -> io::Result<socket2::Socket> {
+fn new_udp(addr: SocketAddr) -> io::Result<socket2::Socket> {
     let v6 = addr.is_ipv6();
     let dom = if v6 { Domain::IPV6 } else { Domain::IPV4 };
     let s = socket2::Socket::new(dom, Type::DGRAM.nonblocking(), Some(Protocol::UDP))?;
@@ -189,7 +189,6 @@ fn new_udp(addr: SocketAddr, cfg: &SocketConfig) -> io::Result<socket2::Socket> 
         )?;
     }
     s.bind(&SockAddr::from(addr))?;
-    let _ = cfg;
     Ok(s)
 }
 
@@ -197,7 +196,7 @@ impl Socket {
     /// Binds `ip:cfg.port` for one emulated NIC and applies every option (see the type docs).
     pub fn bind(ip: IpAddr, cfg: SocketConfig) -> io::Result<Socket> {
         let v6 = ip.is_ipv6();
-        let s = new_udp(SocketAddr::new(ip, cfg.port), &cfg)?;
+        let s = new_udp(SocketAddr::new(ip, cfg.port))?;
         let local = s
             .local_addr()?
             .as_socket()
@@ -370,7 +369,7 @@ impl Socket {
         if let Some(i) = self.ports.iter().position(|p| p.port == port) {
             return Some(i + 1);
         }
-        let s = new_udp(SocketAddr::new(self.local.ip(), port), &self.cfg).ok()?;
+        let s = new_udp(SocketAddr::new(self.local.ip(), port)).ok()?;
         set_buffers(&s, self.cfg.buffer_bytes);
         let _ = s.set_recv_buffer_size(4096);
         let no_check = self.features.zero_checksum && set_no_check(&s, self.v6, true).is_ok();
