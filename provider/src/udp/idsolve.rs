@@ -132,6 +132,15 @@ pub fn solve_field_delta(diff: u32, after: u64) -> Option<u16> {
     Some(x)
 }
 
+/// The CRC change caused by XOR-ing `delta` into a big-endian 16-bit field that is followed by
+/// `after` more bytes of CRC input. XOR it into a CRC to patch the field without recomputing.
+pub fn field_delta_crc(delta: u16, after: u64) -> u32 {
+    if delta == 0 {
+        return 0;
+    }
+    multmodp(x8n(after), raw_crc(&delta.to_be_bytes()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +179,18 @@ mod tests {
             msg[at..at + 2].copy_from_slice(&0u16.to_be_bytes());
             let guess = crc(&msg);
             assert_eq!(solve_field_delta(real ^ guess, after), Some(id));
+        }
+    }
+
+    #[test]
+    fn patching_equals_recomputing() {
+        let mut msg: Vec<u8> = (0..500u32).map(|i| (i * 13 + 1) as u8).collect();
+        for (at, old, new) in [(12usize, 0u16, 7u16), (28, 4791, 0xC123), (100, 0xFFFF, 0)] {
+            msg[at..at + 2].copy_from_slice(&old.to_be_bytes());
+            let before = crc(&msg);
+            msg[at..at + 2].copy_from_slice(&new.to_be_bytes());
+            let after = (msg.len() - at - 2) as u64;
+            assert_eq!(before ^ field_delta_crc(old ^ new, after), crc(&msg));
         }
     }
 
