@@ -23,3 +23,14 @@ pub fn unimplemented_once(verb: &'static str) {
         warn(&format!("{call} is not implemented by this emulated device; it returns an error"));
     }
 }
+
+static MISUSE: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+
+/// Warns once per process and `kind` about a program error (always shown: it explains an
+/// error return the program is about to see).
+pub fn misuse_once(kind: &'static str, msg: &str) {
+    let mut g = MISUSE.lock().unwrap_or_else(|e| e.into_inner());
+    if g.get_or_insert_with(HashSet::new).insert(kind) {
+        warn(msg);
+    }
+}

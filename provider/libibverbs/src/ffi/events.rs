@@ -106,6 +106,15 @@ pub struct Channel {
     /// Addresses of `Cq`s with a pending completion event.
     pub events: Arc<EventQueue<usize>>,
     pub refcnt: Mutex<u32>,
+    pub magic: std::sync::atomic::AtomicU32,
+}
+
+impl objects::Live for Channel {
+    const MAGIC: u32 = u32::from_be_bytes(*b"rCH_");
+    const WHAT: &'static str = "ibv_comp_channel";
+    fn magic(&self) -> &std::sync::atomic::AtomicU32 {
+        &self.magic
+    }
 }
 
 /// Given to the engine with each CQ that has a completion channel.
@@ -150,6 +159,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
             c: core::cell::UnsafeCell::new(ibv_comp_channel { context, fd: events.raw_fd(), refcnt: 0 }),
             events,
             refcnt: Mutex::new(0),
+            magic: <Channel as objects::Live>::alive(),
         });
         Box::into_raw(ch).cast()
     })
@@ -157,17 +167,13 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
 
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> i32 {
     guard(libc::EIO, || {
-        if channel.is_null() {
-            return libc::EINVAL;
-        }
-        let ch = channel.cast::<Channel>();
         // SAFETY: a channel pointer we handed out (module contract).
-        let busy = unsafe { *(*ch).refcnt.lock().unwrap_or_else(|e| e.into_inner()) } != 0;
-        if busy {
+        let Some(ch) = (unsafe { objects::obj::<Channel, _>(channel) }) else { return libc::EINVAL };
+        if *ch.refcnt.lock().unwrap_or_else(|e| e.into_inner()) != 0 {
             return libc::EBUSY;
         }
         // SAFETY: allocated by `ibv_create_comp_channel` with Box, freed only here.
-        drop(unsafe { Box::from_raw(ch) });
+        unsafe { objects::free(channel.cast::<Channel>()) };
         0
     })
 }
@@ -187,12 +193,12 @@ pub unsafe extern "C" fn ibv_get_cq_event(
     cq_context: *mut *mut core::ffi::c_void,
 ) -> i32 {
     guard(-1, || {
-        if channel.is_null() || cq.is_null() || cq_context.is_null() {
+        // SAFETY: a channel we handed out.
+        let ch = unsafe { objects::obj::<Channel, _>(channel) };
+        let Some(ch) = ch.filter(|_| !cq.is_null() && !cq_context.is_null()) else {
             set_errno(libc::EINVAL);
             return -1;
-        }
-        // SAFETY: a channel we handed out.
-        let ch = unsafe { &*channel.cast::<Channel>() };
+        };
         match ch.events.pop() {
             Ok(addr) => {
                 let c = addr as *mut Cq;
@@ -214,12 +220,10 @@ pub unsafe extern "C" fn ibv_get_cq_event(
 
 pub unsafe extern "C" fn ibv_ack_cq_events(cq: *mut ibv_cq, nevents: u32) {
     guard((), || {
-        if cq.is_null() {
-            return;
-        }
         // SAFETY: a CQ we handed out.
-        let c = unsafe { &*cq.cast::<Cq>() };
-        objects::cq_ack(c, nevents);
+        if let Some(c) = unsafe { objects::obj::<Cq, _>(cq) } {
+            objects::cq_ack(c, nevents);
+        }
     })
 }
 
@@ -316,20 +320,23 @@ pub unsafe extern "C" fn ibv_ack_async_event(event: *mut ibv_async_event) {
         // (it must ack before destroying, as with libibverbs).
         unsafe {
             match ev.event_type {
-                IBV_EVENT_CQ_ERR if !ev.element.cq.is_null() => {
-                    let c = &*ev.element.cq.cast::<Cq>();
-                    let f = core::ptr::addr_of_mut!((*c.c.get()).async_events_completed);
-                    objects::bump_u32(f, &c.lock, 1);
+                IBV_EVENT_CQ_ERR => {
+                    if let Some(c) = objects::obj::<Cq, _>(ev.element.cq) {
+                        let f = core::ptr::addr_of_mut!((*c.c.get()).async_events_completed);
+                        objects::bump_u32(f, &c.lock, 1);
+                    }
                 }
-                1..=7 | 16 if !ev.element.qp.is_null() => {
-                    let q = &*ev.element.qp.cast::<objects::Qp>();
-                    let f = core::ptr::addr_of_mut!((*q.c.get()).base.qp_base.events_completed);
-                    objects::bump_u32(f, &q.lock, 1);
+                1..=7 | 16 => {
+                    if let Some(q) = objects::obj::<objects::Qp, _>(ev.element.qp) {
+                        let f = core::ptr::addr_of_mut!((*q.c.get()).base.qp_base.events_completed);
+                        objects::bump_u32(f, &q.lock, 1);
+                    }
                 }
-                14 | 15 if !ev.element.srq.is_null() => {
-                    let s = &*ev.element.srq.cast::<objects::Srq>();
-                    let f = core::ptr::addr_of_mut!((*s.c.get()).events_completed);
-                    objects::bump_u32(f, &s.lock, 1);
+                14 | 15 => {
+                    if let Some(s) = objects::obj::<objects::Srq, _>(ev.element.srq) {
+                        let f = core::ptr::addr_of_mut!((*s.c.get()).events_completed);
+                        objects::bump_u32(f, &s.lock, 1);
+                    }
                 }
                 _ => {}
             }

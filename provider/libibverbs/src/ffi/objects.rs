@@ -34,12 +34,16 @@ use std::time::Duration;
 pub struct Pd {
     pub c: UnsafeCell<ibv_pd>,
     pub id: PdId,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
 }
 
 #[repr(C)]
 pub struct Mr {
     pub c: UnsafeCell<ibv_mr>,
     pub id: MrId,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
 }
 
 #[repr(C)]
@@ -51,6 +55,8 @@ pub struct Cq {
     pub comp_events_reported: AtomicU32,
     pub lock: Mutex<()>,
     pub acked: Condvar,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
 }
 
 #[repr(C)]
@@ -63,6 +69,8 @@ pub struct Qp {
     pub qp_ex: bool,
     /// Work requests built by `ibv_wr_*` since `ibv_wr_start` (see `wr.rs`).
     pub pending: Mutex<super::wr::Pending>,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
 }
 
 #[repr(C)]
@@ -70,12 +78,16 @@ pub struct Srq {
     pub c: UnsafeCell<ibv_srq>,
     pub id: SrqId,
     pub lock: Mutex<()>,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
 }
 
 #[repr(C)]
 pub struct Ah {
     pub c: UnsafeCell<ibv_ah>,
     pub id: AhId,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
 }
 
 /// The context of an object whose C struct starts with `struct ibv_context *context`.
@@ -83,13 +95,70 @@ fn ctx_of<'a>(context: *mut ibv_context) -> Option<&'a Context> {
     from_ptr(context)
 }
 
-/// `p as &Wrapper` for a non-NULL object pointer.
+/// Our object types, each with a magic number that is set while the object exists, so that a
+/// destroyed (or wrong-typed) object passed back by the program is answered with `EINVAL` and a
+/// warning instead of being used. Best effort: memory reused for a new object of the same type
+/// passes, as it would with any handle scheme.
+pub(crate) trait Live: Sized {
+    const MAGIC: u32;
+    const WHAT: &'static str;
+    fn magic(&self) -> &AtomicU32;
+    fn alive() -> AtomicU32 {
+        AtomicU32::new(Self::MAGIC)
+    }
+}
+
+macro_rules! live {
+    ($($t:ty => $m:literal, $what:literal;)*) => {$(
+        impl Live for $t {
+            const MAGIC: u32 = u32::from_be_bytes(*$m);
+            const WHAT: &'static str = $what;
+            fn magic(&self) -> &AtomicU32 {
+                &self.magic
+            }
+        }
+    )*};
+}
+live! {
+    Pd => b"rPD_", "ibv_pd";
+    Mr => b"rMR_", "ibv_mr";
+    Cq => b"rCQ_", "ibv_cq";
+    Qp => b"rQP_", "ibv_qp";
+    Srq => b"rSRQ", "ibv_srq";
+    Ah => b"rAH_", "ibv_ah";
+}
+
+/// `p as &Wrapper`: `None` for NULL, and (with a one-time warning) for an object that is not a
+/// live `W`.
 ///
 /// # Safety
-/// `p` must be NULL or an object of type `W` we handed out and the program has not destroyed.
-unsafe fn obj<'a, W, C>(p: *mut C) -> Option<&'a W> {
+/// `p` must be NULL or point to readable memory at least as large as `W` (any object pointer a
+/// program got from us; for a destroyed one this reads freed heap memory, which is the point of
+/// the check and harmless on glibc's heap for objects this small).
+pub(crate) unsafe fn obj<'a, W: Live, C>(p: *mut C) -> Option<&'a W> {
     // SAFETY: per the function contract.
-    unsafe { p.cast::<W>().as_ref() }
+    let w = unsafe { p.cast::<W>().as_ref() }?;
+    if w.magic().load(Ordering::Acquire) == W::MAGIC {
+        Some(w)
+    } else {
+        crate::log::misuse_once(
+            W::WHAT,
+            &format!("a {} that was destroyed (or is not one) was passed to a verb; it returns EINVAL", W::WHAT),
+        );
+        None
+    }
+}
+
+/// Marks `p` dead and frees it.
+///
+/// # Safety
+/// `p` was allocated by us as a `Box<W>`, is live, and is not used again by us.
+pub(crate) unsafe fn free<W: Live>(p: *mut W) {
+    // SAFETY: per the function contract.
+    unsafe {
+        (*p).magic().store(0, Ordering::Release);
+        drop(Box::from_raw(p));
+    }
 }
 
 fn null_with<T>(e: Errno) -> *mut T {
@@ -120,7 +189,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
         let Some(ctx) = ctx_of(context) else { return null_with(Errno::EINVAL) };
         match ctx.inner.backend.alloc_pd() {
             Ok(id) => {
-                let pd = Box::new(Pd { c: UnsafeCell::new(ibv_pd { context, handle: id.0 as u32 }), id });
+                let pd = Box::new(Pd { c: UnsafeCell::new(ibv_pd { context, handle: id.0 as u32 }), id, magic: Pd::alive() });
                 Box::into_raw(pd).cast()
             }
             Err(e) => null_with(noted("ibv_alloc_pd", e)),
@@ -137,7 +206,7 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
         match ctx.inner.backend.dealloc_pd(p.id) {
             Ok(()) => {
                 // SAFETY: boxed by ibv_alloc_pd; freed once, here.
-                drop(unsafe { Box::from_raw(pd.cast::<Pd>()) });
+                unsafe { free(pd.cast::<Pd>()) };
                 0
             }
             Err(e) => noted("ibv_dealloc_pd", e).0,
@@ -196,6 +265,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                         rkey: info.rkey,
                     }),
                     id: info.id,
+                    magic: Mr::alive(),
                 });
                 Box::into_raw(mr).cast()
             }
@@ -213,7 +283,7 @@ pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
         match ctx.inner.backend.dereg_mr(m.id) {
             Ok(()) => {
                 // SAFETY: boxed by ibv_reg_mr*; freed once.
-                drop(unsafe { Box::from_raw(mr.cast::<Mr>()) });
+                unsafe { free(mr.cast::<Mr>()) };
                 0
             }
             Err(e) => noted("ibv_dereg_mr", e).0,
@@ -242,6 +312,10 @@ fn new_cq(
         return Err(Errno::EINVAL);
     }
     let ch = channel.cast::<Channel>();
+    // SAFETY: NULL or a channel we handed out (module contract).
+    if !channel.is_null() && unsafe { obj::<Channel, _>(channel) }.is_none() {
+        return Err(Errno::EINVAL);
+    }
     let cq = Box::into_raw(Box::new(Cq {
         c: UnsafeCell::new(ibv_cq_ex {
             context,
@@ -280,6 +354,7 @@ fn new_cq(
         comp_events_reported: AtomicU32::new(0),
         lock: Mutex::new(()),
         acked: Condvar::new(),
+        magic: Cq::alive(),
     }));
     // SAFETY: `channel` is NULL or a channel we handed out.
     let notifier = unsafe { ch.as_ref() }.map(|c| CqNotifier::new(c, cq as usize));
@@ -395,7 +470,7 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
         }
         purge_async(&ctx.inner.events, AsyncElement::Cq(cq as u64));
         // SAFETY: boxed by new_cq; freed once.
-        drop(unsafe { Box::from_raw(cq.cast::<Cq>()) });
+        unsafe { free(cq.cast::<Cq>()) };
         0
     })
 }
@@ -461,7 +536,7 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
     // SAFETY: as above.
     let rcq = unsafe { obj::<Cq, _>(a.recv_cq) }.ok_or(Errno::EINVAL)?;
     // SAFETY: as above.
-    let srq = unsafe { obj::<Srq, _>(a.srq) }.map(|s| s.id);
+    let srq = if a.srq.is_null() { None } else { Some(unsafe { obj::<Srq, _>(a.srq) }.ok_or(Errno::EINVAL)?.id) };
     if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
         return Err(Errno::EOPNOTSUPP);
     }
@@ -515,6 +590,7 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
         lock: Mutex::new(()),
         qp_ex: a.send_ops.is_some(),
         pending: Mutex::new(Default::default()),
+        magic: Qp::alive(),
     }));
     if a.send_ops.is_some() {
         // SAFETY: not yet published; we are the only user.
@@ -709,7 +785,7 @@ pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
             Ok(()) => {
                 purge_async(&ctx.inner.events, AsyncElement::Qp(qp as u64));
                 // SAFETY: boxed by new_qp; freed once.
-                drop(unsafe { Box::from_raw(qp.cast::<Qp>()) });
+                unsafe { free(qp.cast::<Qp>()) };
                 0
             }
             Err(e) => noted("ibv_destroy_qp", e).0,
@@ -880,6 +956,7 @@ pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv
             }),
             id: SrqId(0),
             lock: Mutex::new(()),
+            magic: Srq::alive(),
         }));
         match ctx.inner.backend.create_srq(p.id, ia.attr, srq as u64) {
             Ok(info) => {
@@ -947,7 +1024,7 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
             Ok(()) => {
                 purge_async(&ctx.inner.events, AsyncElement::Srq(srq as u64));
                 // SAFETY: boxed by ibv_create_srq; freed once.
-                drop(unsafe { Box::from_raw(srq.cast::<Srq>()) });
+                unsafe { free(srq.cast::<Srq>()) };
                 0
             }
             Err(e) => noted("ibv_destroy_srq", e).0,
@@ -978,7 +1055,7 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
         // SAFETY: non-NULL program struct.
         let a = unsafe { attr.read() };
         match ctx.inner.backend.create_ah(p.id, &a) {
-            Ok(id) => Box::into_raw(Box::new(Ah { c: UnsafeCell::new(ibv_ah { context, pd, handle: id.0 as u32 }), id })).cast(),
+            Ok(id) => Box::into_raw(Box::new(Ah { c: UnsafeCell::new(ibv_ah { context, pd, handle: id.0 as u32 }), id, magic: Ah::alive() })).cast(),
             Err(e) => null_with(noted("ibv_create_ah", e)),
         }
     })
@@ -993,7 +1070,7 @@ pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
         match ctx.inner.backend.destroy_ah(a.id) {
             Ok(()) => {
                 // SAFETY: boxed by ibv_create_ah; freed once.
-                drop(unsafe { Box::from_raw(ah.cast::<Ah>()) });
+                unsafe { free(ah.cast::<Ah>()) };
                 0
             }
             Err(e) => noted("ibv_destroy_ah", e).0,

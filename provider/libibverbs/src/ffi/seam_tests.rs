@@ -251,11 +251,19 @@ fn verbs_reach_the_backend_through_the_c_abi() {
         // query_qp is not implemented by this toy backend: EOPNOTSUPP comes back as the return.
         assert_eq!(ibv_query_qp(qp, &mut qa, IBV_QP_STATE, &mut qi), libc::EOPNOTSUPP);
 
+        // Wrong-typed objects are refused, not used.
+        assert_eq!(ibv_destroy_qp(cq.cast()), libc::EINVAL);
+        assert_eq!(ibv_dealloc_pd(qp.cast()), libc::EINVAL);
+
         assert_eq!(ibv_destroy_qp(qp), 0);
         assert_eq!(ibv_destroy_cq(cq), 0);
         assert_eq!(ibv_destroy_comp_channel(ch), 0);
         assert_eq!(ibv_dereg_mr(mr), 0);
         assert_eq!(ibv_dealloc_pd(pd), 0);
+
+        // Destroyed objects are refused, not used (best effort: freed memory not yet reused).
+        assert_eq!(ibv_dealloc_pd(pd), libc::EINVAL);
+        assert_eq!(ibv_destroy_comp_channel(ch), libc::EINVAL);
         assert_eq!(ibv_close_device(ctx), 0);
         ibv_free_device_list(list);
     }

@@ -17,7 +17,7 @@
 //! program's, read during the call only. Requests are kept under the QP's `pending` mutex (the API
 //! requires the program to serialize per QP; the mutex makes a violation harmless for us).
 
-use super::objects::{gather, Ah, Qp};
+use super::objects::{gather, obj, Ah, Qp};
 use super::{guard, set_errno};
 use crate::abi::*;
 use crate::backend::{Errno, SendWr, UdDest};
@@ -86,7 +86,7 @@ pub(crate) fn install(q: &mut ibv_qp_ex) {
 fn with_qp<T: Copy>(qp: *mut ibv_qp_ex, default: T, f: impl FnOnce(&Qp, &mut Pending) -> T) -> T {
     guard(default, || {
         // SAFETY: module contract (our QP; `ibv_qp_ex` is at offset 0 of `Qp`).
-        let Some(q) = (unsafe { qp.cast::<Qp>().as_ref() }) else { return default };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return default };
         let mut p = q.pending.lock().unwrap_or_else(|e| e.into_inner());
         f(q, &mut p)
     })
@@ -235,7 +235,7 @@ unsafe extern "C" fn wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr:
 unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) {
     with_qp(qp, (), |_, p| {
         // SAFETY: NULL or one of our AHs (module contract).
-        let ah = unsafe { ah.cast::<Ah>().as_ref() };
+        let ah = unsafe { obj::<Ah, _>(ah) };
         match (ah, current(p)) {
             (Some(a), Some(r)) => r.ud = Some(UdDest { ah: a.id, remote_qpn, remote_qkey }),
             (None, _) => p.error = Some(Errno::EINVAL),
