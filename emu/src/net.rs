@@ -59,6 +59,9 @@ pub struct Transmit {
     pub ttl: u8,
     /// IPv6 flow label.
     pub flow_label: u32,
+    /// IPv4 identification the ICRC was computed with (the driver must send exactly this;
+    /// [`NicConfig::tx_ipv4_id`](crate::NicConfig::tx_ipv4_id), 0 by default). DF is always set.
+    pub ipv4_id: u16,
     /// Bytes written (BTH..ICRC).
     pub len: usize,
 }
@@ -122,10 +125,10 @@ fn put_udp(u: &mut [u8], sport: u16, len: u16) {
     u[7] = 0;
 }
 
-/// Fills the ICRC of an outgoing datagram (IPv4 ID 0, DF).
+/// Fills the ICRC of an outgoing datagram (IPv4 ID `t.ipv4_id`, DF).
 pub(crate) fn fill_icrc(t: &Transmit, buf: &mut [u8]) -> bool {
     let mut hdr = [0u8; 48];
-    let Some(net) = pseudo_headers(&mut hdr, t.src_ip, t.dst_ip, t.src_port, t.tos, t.ttl, t.flow_label, 0, buf.len()) else {
+    let Some(net) = pseudo_headers(&mut hdr, t.src_ip, t.dst_ip, t.src_port, t.tos, t.ttl, t.flow_label, t.ipv4_id, buf.len()) else {
         return false;
     };
     icrc::fill(net, buf).is_ok()
@@ -164,6 +167,7 @@ mod test {
             tos: 2,
             ttl: 64,
             flow_label: 0,
+            ipv4_id: 0,
             len: t.len(),
         };
         assert!(fill_icrc(&tx, &mut t));
@@ -175,7 +179,7 @@ mod test {
 }
 
 /// Computes and stores the ICRC of a datagram (BTH..ICRC in `buf`) for the headers described
-/// by `t` (IPv4 ID 0, DF). For drivers and tests that craft packets; false for mixed IP families.
+/// by `t` (IPv4 ID `t.ipv4_id`, DF). For drivers and tests that craft packets; false for mixed IP families.
 pub fn seal(t: &Transmit, buf: &mut [u8]) -> bool {
     fill_icrc(t, buf)
 }

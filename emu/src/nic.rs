@@ -39,6 +39,9 @@ pub struct NicConfig {
     pub seed: u64,
     /// Device limits (rxe's defaults).
     pub device_attr: DeviceAttr,
+    /// IPv4 identification the ICRC of transmitted datagrams covers. 0 by default: what Linux
+    /// puts in a DF datagram from an unconnected UDP socket. The driver must send this value.
+    pub tx_ipv4_id: u16,
 }
 
 impl NicConfig {
@@ -55,6 +58,7 @@ impl NicConfig {
             icrc_policy: IcrcPolicy::AssumeZeroId,
             seed: 0x5eed,
             device_attr: DeviceAttr::default(),
+            tx_ipv4_id: 0,
         }
     }
 }
@@ -71,6 +75,7 @@ macro_rules! ctx {
             comp_events: &mut $s.comp_events,
             gids: &$s.gids,
             port_mtu: $s.port_mtu,
+            tx_ipv4_id: $s.cfg.tx_ipv4_id,
         }
     };
 }
@@ -613,6 +618,7 @@ impl Nic {
                     comp_events: &mut self.comp_events,
                     gids: &self.gids,
                     port_mtu: self.port_mtu,
+                    tx_ipv4_id: self.cfg.tx_ipv4_id,
                 };
                 qp.on_timeout(&mut ctx, now);
                 if !qp.in_ready {

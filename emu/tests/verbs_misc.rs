@@ -143,7 +143,7 @@ fn icrc_policy_for_unknown_ipv4_id() {
         let mut n = Nic::new(cfg);
         // an ACK to a QP that does not exist, sealed for IPv4 ID 0 but claimed sent with ID 7
         let mut t = [0x11u8, 0, 0xff, 0xff, 0, 0, 0, 0x40, 0, 0, 0, 1, 0x1f, 0, 0, 1, 0, 0, 0, 0];
-        let tx = Transmit { src_ip: "10.0.0.1".parse().unwrap(), dst_ip: "10.0.0.2".parse().unwrap(), src_port: 0xC001, dst_port: 4791, tos: 0, ttl: 64, flow_label: 0, len: 20 };
+        let tx = Transmit { src_ip: "10.0.0.1".parse().unwrap(), dst_ip: "10.0.0.2".parse().unwrap(), src_port: 0xC001, dst_port: 4791, tos: 0, ttl: 64, flow_label: 0, ipv4_id: 0, len: 20 };
         let mut hdr_id7 = t;
         assert!(roce_emu::net::seal(&tx, &mut t));
         let meta = RxMeta { src_ip: tx.src_ip, dst_ip: tx.dst_ip, src_port: 0xC001, ipv4_id: None, tos: 0, ttl: 64, flow_label: 0 };

@@ -37,6 +37,7 @@ pub(crate) struct Ctx<'a> {
     pub comp_events: &'a mut VecDeque<Cq>,
     pub gids: &'a [Gid],
     pub port_mtu: u32,
+    pub tx_ipv4_id: u16,
 }
 
 impl Ctx<'_> {

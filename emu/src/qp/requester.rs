@@ -22,8 +22,9 @@ pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
 }
 
 /// Completes a transmit record and fills the ICRC over `buf[..len]`.
-pub(crate) fn finish(path: &Path, sport: u16, buf: &mut [u8], len: usize) -> Option<Transmit> {
+pub(crate) fn finish(path: &Path, sport: u16, ipv4_id: u16, buf: &mut [u8], len: usize) -> Option<Transmit> {
     let t = Transmit {
+        ipv4_id,
         src_ip: path.src_ip,
         dst_ip: path.dst_ip,
         src_port: sport,
@@ -287,7 +288,7 @@ impl Qp {
                 self.comp.retrans_deadline = Some(now.add_nanos(t));
             }
         }
-        let t = finish(&path, self.src_port, buf, len)?;
+        let t = finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len)?;
         if self.qp_type != QpType::Rc && end {
             self.complete_done(ctx);
         }

@@ -564,7 +564,7 @@ impl Qp {
                     r.aeth = Some(aeth::Repr { syndrome: Syndrome::from_byte(syndrome), msn });
                     let len = super::requester::emit_headers(&r, buf)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::finish(&path, self.src_port, buf, len);
+                    return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
                 }
                 Job::AtomicAck { psn, orig, msn } => {
                     r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
@@ -572,7 +572,7 @@ impl Qp {
                     r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
                     let len = super::requester::emit_headers(&r, buf)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::finish(&path, self.src_port, buf, len);
+                    return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
                 }
                 Job::Read { psn, va, rkey, resid, first, msn } => {
                     let mtu = self.mtu;
@@ -613,7 +613,7 @@ impl Qp {
                         *self.resp.jobs.front_mut().expect("job") =
                             Job::Read { psn: psn + 1, va: va + payload as u64, rkey, resid: left, first: false, msn };
                     }
-                    return super::requester::finish(&path, self.src_port, buf, len);
+                    return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
                 }
             }
         }

@@ -63,6 +63,10 @@ impl LinkConfig {
 pub trait PacketSink {
     /// `bytes` is BTH..ICRC as delivered (after any corruption).
     fn packet(&mut self, time: Instant, src_ip: IpAddr, dst_ip: IpAddr, src_port: u16, bytes: &[u8]);
+    /// The same with every IP/UDP field the receiver saw; defaults to [`PacketSink::packet`].
+    fn packet_meta(&mut self, time: Instant, meta: &RxMeta, bytes: &[u8]) {
+        self.packet(time, meta.src_ip, meta.dst_ip, meta.src_port, bytes)
+    }
 }
 
 /// What a test filter decides for a transmitted datagram.
@@ -270,7 +274,7 @@ impl SimNet {
             src_ip: t.src_ip,
             dst_ip: t.dst_ip,
             src_port: t.src_port,
-            ipv4_id: Some(0),
+            ipv4_id: Some(t.ipv4_id),
             tos: t.tos,
             ttl: t.ttl,
             flow_label: t.flow_label,
@@ -366,7 +370,7 @@ impl SimNet {
                     self.stats.delivered += 1;
                     let bytes = &f.data[..f.len];
                     if let Some(s) = self.sink.as_mut() {
-                        s.packet(self.now, f.meta.src_ip, f.meta.dst_ip, f.meta.src_port, bytes);
+                        s.packet_meta(self.now, &f.meta, bytes);
                     }
                     self.nics[f.to].handle_datagram(self.now, &f.meta, bytes);
                     self.pool.push(f.data);

@@ -4,7 +4,7 @@
 //! used for its ICRC (IPv4 ID 0, DF); the delivered ICRC bytes are kept as they were, so a
 //! datagram the network corrupted shows up with a bad ICRC.
 use super::PacketSink;
-use crate::Instant;
+use crate::{Instant, RxMeta};
 use roce_wire::frame::{write_ipv4_frame, write_ipv6_frame, Ipv4FrameSpec, Ipv6FrameSpec};
 use roce_wire::pcap::{Precision, Writer};
 use std::io::Write;
@@ -50,6 +50,12 @@ fn mac_of(ip: IpAddr) -> [u8; 6] {
 
 impl<W: Write> PacketSink for PcapSink<W> {
     fn packet(&mut self, time: Instant, src_ip: IpAddr, dst_ip: IpAddr, src_port: u16, bytes: &[u8]) {
+        let meta = RxMeta { src_ip, dst_ip, src_port, ipv4_id: Some(0), tos: 0, ttl: 64, flow_label: 0 };
+        self.packet_meta(time, &meta, bytes)
+    }
+
+    fn packet_meta(&mut self, time: Instant, m: &RxMeta, bytes: &[u8]) {
+        let (src_ip, dst_ip, src_port) = (m.src_ip, m.dst_ip, m.src_port);
         let Some(w) = self.w.as_mut() else { return };
         let n = match (src_ip, dst_ip) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -59,12 +65,25 @@ impl<W: Write> PacketSink for PcapSink<W> {
                     src_ip: s,
                     dst_ip: d,
                     src_port,
+                    ip_id: m.ipv4_id.unwrap_or(0),
+                    tos: m.tos,
+                    ttl: m.ttl,
                     ..Default::default()
                 };
                 write_ipv4_frame(&spec, bytes, &mut self.frame)
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
-                let spec = Ipv6FrameSpec { src_mac: mac_of(src_ip), dst_mac: mac_of(dst_ip), src_ip: s, dst_ip: d, src_port, ..Default::default() };
+                let spec = Ipv6FrameSpec {
+                    src_mac: mac_of(src_ip),
+                    dst_mac: mac_of(dst_ip),
+                    src_ip: s,
+                    dst_ip: d,
+                    src_port,
+                    traffic_class: m.tos,
+                    flow_label: m.flow_label,
+                    hop_limit: m.ttl,
+                    ..Default::default()
+                };
                 write_ipv6_frame(&spec, bytes, &mut self.frame)
             }
             _ => {
