@@ -7,7 +7,12 @@
 #          taken there: bad ICRC, unknown QP, P_Key/Q_Key mismatch, bad transport version,
 #          wrong state, ...).
 #   rxe-drops arm     (done by the guest init at boot)
-#   rxe-drops         prints "icrc_errors=N rxe_rcv_drops=M"
+#   rxe-drops         prints "icrc_errors=N rxe_rcv_drops=M"; fails if N > 0
+#   rxe-drops strict  the same, but also fails if M > 0
+#   rxe-drops list    the recorded events (the task name shows which tool was running)
+#   rxe-drops reset   clears the counts
+# rxe_rcv_drops is not always a fault: packets that arrive for a QP the peer already destroyed
+# (e.g. the last ACKs of ibv_srq_pingpong's 16 QPs at teardown) are dropped there too.
 T=/sys/kernel/debug/tracing
 
 # Only the module's own symbols are read twice (all of /proc/kallsyms is slow under TCG).
@@ -33,12 +38,14 @@ arm() {
   echo 4096 >$T/buffer_size_kb
 }
 
-case "${1:-show}" in
+case "${1:=show}" in
   arm) arm ;;
-  show)
+  show|strict)
     icrc=$(grep -c 'rxe_icrc:' $T/trace)
     rcv=$(grep -c 'kfree_skb:' $T/trace)
     echo "icrc_errors=$icrc rxe_rcv_drops=$rcv"
-    [ "$icrc" = 0 ] && [ "$rcv" = 0 ] ;;
-  *) echo "usage: rxe-drops [arm|show]" >&2; exit 2 ;;
+    [ "$icrc" = 0 ] && { [ "$1" != strict ] || [ "$rcv" = 0 ]; } ;;
+  list) grep -v '^#' $T/trace ;;
+  reset) echo >$T/trace ;;
+  *) echo "usage: rxe-drops [arm|show|strict|list|reset]" >&2; exit 2 ;;
 esac

@@ -70,35 +70,8 @@ log "IPv4 RoCEv2 GID index $G, active_mtu $ACTIVE_MTU"
 
 "$L" capture start
 
-# ---- one server/client run -----------------------------------------------------------------
-WAIT_LISTEN='for i in $(seq 150); do ss -ltn | grep -q ":18515 " && exit 0; sleep 0.1; done; exit 1'
-
-# figures FILE: the numbers worth printing from a tool's client output.
-figures() {
-  awk '/Mbit\/sec/{mb=$(NF-1)} /usec\/iter/{us=$(NF-1)}
-       /^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+/{bw=$4}
-       END{ if (bw != "") printf "%s MB/s avg", bw;
-            else if (us != "") printf "%s Mbit/s, %s us/iter", mb, us }' "$1"
-}
-
-# pair LABEL TIMEOUT CMD...: CMD on a as server, CMD + a's address on b as client.
-pair() {
-  local label=$1 to=$2; shift 2
-  local cmd="$*" f=$OUT/${label// /_} t0 id rc_c=0 rc_s=0 res=pass
-  t0=$(now_ms)
-  id=$("$L" run --bg --timeout "$to" a "$cmd")
-  "$L" run --timeout 30 a "$WAIT_LISTEN" >/dev/null || res=fail
-  "$L" run --timeout "$to" b "$cmd $A" >"$f.client" 2>&1 || rc_c=$?
-  [ "$rc_c" = 0 ] || "$L" run a "pkill -9 ${cmd%% *}" >/dev/null 2>&1 || true
-  "$L" wait a "$id" "$((to + 30))" >"$f.server" 2>&1 || rc_s=$?
-  [ "$rc_c" = 0 ] && [ "$rc_s" = 0 ] || res=fail
-  local secs; secs=$(secs_since "$t0")
-  local fig; fig=$(figures "$f.client")
-  [ "$res" = pass ] || fig="client rc $rc_c, server rc $rc_s"
-  row "$label" "$res" "$fig" "$secs"
-  timed "$label" "$secs"
-  [ "$res" = pass ] || { log "$label failed; client output:"; tail -n 5 "$f.client" >&2; }
-}
+# ---- tool runs (lib/pair.sh: server on a, client on b) -------------------------------------
+. "$HERE/lib/pair.sh"
 
 PP="ibv_rc_pingpong -d rxe0 -g $G -c"
 PT="-d rxe0 -x $G"
