@@ -17,6 +17,7 @@
 pub mod baseline;
 pub mod capture;
 pub mod cmsg;
+pub mod coalesce;
 pub mod datagram;
 pub mod headers;
 pub mod idsolve;
