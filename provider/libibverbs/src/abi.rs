@@ -675,6 +675,16 @@ pub struct ibv_cq_ex {
     pub read_completion_wallclock_ns: Option<unsafe extern "C" fn(*mut ibv_cq_ex) -> u64>,
 }
 
+/// `enum ibv_create_cq_wc_flags`: the fields an `ibv_cq_ex` can report.
+pub const IBV_WC_STANDARD_FLAGS: u64 = 0x7f;
+pub const IBV_WC_EX_WITH_COMPLETION_TIMESTAMP: u64 = 1 << 7;
+/// `enum ibv_cq_init_attr_mask`
+pub const IBV_CQ_INIT_ATTR_MASK_FLAGS: u32 = 1 << 0;
+pub const IBV_CQ_INIT_ATTR_MASK_PD: u32 = 1 << 1;
+/// `enum ibv_create_cq_attr_flags`
+pub const IBV_CREATE_CQ_ATTR_SINGLE_THREADED: u32 = 1 << 0;
+pub const IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN: u32 = 1 << 1;
+
 #[repr(C)]
 pub struct ibv_cq_init_attr_ex {
     pub cqe: u32,

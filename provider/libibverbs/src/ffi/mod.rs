@@ -14,6 +14,7 @@
 //! * Nothing is written past a length the caller gave (`query_port`, `query_gid_ex`, …).
 
 pub mod context;
+pub mod cq_ex;
 pub mod events;
 pub mod memory;
 pub mod misc;

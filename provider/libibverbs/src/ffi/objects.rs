@@ -55,6 +55,8 @@ pub struct Cq {
     pub comp_events_reported: AtomicU32,
     pub lock: Mutex<()>,
     pub acked: Condvar,
+    /// The completion `ibv_start_poll`/`ibv_next_poll` made current (`ibv_cq_ex` API).
+    pub cur: Mutex<ibv_wc>,
     /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
     pub magic: AtomicU32,
 }
@@ -300,6 +302,7 @@ fn new_cq(
     cq_context: *mut c_void,
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
+    ex: bool,
 ) -> Result<*mut Cq, Errno> {
     let ctx = ctx_of(context).ok_or(Errno::EINVAL)?;
     let max = device::device_attr(ctx.inner.cfg).max_cqe;
@@ -354,6 +357,7 @@ fn new_cq(
         comp_events_reported: AtomicU32::new(0),
         lock: Mutex::new(()),
         acked: Condvar::new(),
+        cur: Mutex::new(ibv_wc::default()),
         magic: Cq::alive(),
     }));
     // SAFETY: `channel` is NULL or a channel we handed out.
@@ -368,6 +372,9 @@ fn new_cq(
                 let c = (*cq).c.get();
                 (*c).handle = info.id.0 as u32;
                 (*c).cqe = info.cqe.min(i32::MAX as u32) as c_int;
+                if ex {
+                    super::cq_ex::install(&mut *c);
+                }
                 if let Some(ch) = ch.as_ref() {
                     channel_ref(ch, 1);
                 }
@@ -389,21 +396,42 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    guard(null_mut(), || match new_cq(context, cqe, cq_context, channel, comp_vector) {
+    guard(null_mut(), || match new_cq(context, cqe, cq_context, channel, comp_vector, false) {
         Ok(cq) => cq.cast(),
         Err(e) => null_with(e),
     })
 }
 
-/// `verbs_context.create_cq_ex`. The extended polling API (`ibv_start_poll` & co.) needs the
-/// engine; until then only a CQ without `wc_flags` beyond the standard ones could be served, and
-/// its `ibv_cq_ex` function pointers would be NULL — so refuse cleanly.
-pub unsafe extern "C" fn create_cq_ex_op(
-    _context: *mut ibv_context,
-    _attr: *mut ibv_cq_init_attr_ex,
-) -> *mut ibv_cq_ex {
-    unimplemented_once("ibv_create_cq_ex");
-    null_with(Errno::EOPNOTSUPP)
+/// `verbs_context.create_cq_ex`: a CQ whose `ibv_cq_ex` polling API (`ibv_start_poll`,
+/// `ibv_next_poll`, `ibv_wc_read_*`) reads the same `DeviceContext::poll_cq` one completion at a
+/// time (`cq_ex.rs`). Completion timestamps, CVLAN, flow tags, tag matching and parent domains are
+/// refused with `EOPNOTSUPP` (`ibv_query_device_ex` reports no timestamp support).
+pub unsafe extern "C" fn create_cq_ex_op(context: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
+    guard(null_mut(), || {
+        if attr.is_null() {
+            return null_with(Errno::EINVAL);
+        }
+        // SAFETY: non-NULL program struct.
+        let a = unsafe { &*attr };
+        let known_flags = IBV_CREATE_CQ_ATTR_SINGLE_THREADED | IBV_CREATE_CQ_ATTR_IGNORE_OVERRUN;
+        if a.comp_mask & !(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD) != 0
+            || (a.comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS != 0 && a.flags & !known_flags != 0)
+        {
+            return null_with(Errno::EINVAL);
+        }
+        if a.wc_flags & !IBV_WC_STANDARD_FLAGS != 0
+            || (a.comp_mask & IBV_CQ_INIT_ATTR_MASK_PD != 0 && !a.parent_domain.is_null())
+        {
+            unimplemented_once("ibv_create_cq_ex (timestamps/cvlan/flow tag/TM/parent domain)");
+            return null_with(Errno::EOPNOTSUPP);
+        }
+        let cqe = c_int::try_from(a.cqe).unwrap_or(c_int::MAX);
+        let vec = c_int::try_from(a.comp_vector).unwrap_or(c_int::MAX);
+        match new_cq(context, cqe, a.cq_context, a.channel, vec, true) {
+            Ok(cq) => cq.cast(),
+            Err(e) => null_with(e),
+        }
+    })
 }
 
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {

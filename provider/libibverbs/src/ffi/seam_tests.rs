@@ -294,11 +294,18 @@ fn wr_api_posts_through_the_same_seam() {
         let list = ibv_get_device_list(core::ptr::null_mut());
         let ctx = ibv_open_device(*list);
         let pd = ibv_alloc_pd(ctx);
-        let cq = ibv_create_cq(ctx, 8, core::ptr::null_mut(), core::ptr::null_mut(), 0);
         let mut buf = [7u8; 64];
 
-        // ibv_create_qp_ex() as verbs.h inlines it: through verbs_context.create_qp_ex.
+        // ibv_create_cq_ex() / ibv_create_qp_ex() as verbs.h inlines them: through verbs_context.
         let vctx = ctx.cast::<u8>().sub(core::mem::offset_of!(verbs_context, context)).cast::<verbs_context>();
+        let mut ca: ibv_cq_init_attr_ex = core::mem::zeroed();
+        ca.cqe = 8;
+        ca.wc_flags = IBV_WC_STANDARD_FLAGS;
+        let cqx = ((*vctx).create_cq_ex.unwrap())(ctx, &mut ca);
+        assert!(!cqx.is_null());
+        let cq = cqx.cast::<ibv_cq>(); // ibv_cq_ex_to_cq()
+        ca.wc_flags |= IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+        assert!(((*vctx).create_cq_ex.unwrap())(ctx, &mut ca).is_null(), "timestamps are refused");
         let mut ia: ibv_qp_init_attr_ex = core::mem::zeroed();
         ia.send_cq = cq;
         ia.recv_cq = cq;
@@ -334,11 +341,21 @@ fn wr_api_posts_through_the_same_seam() {
         data.fill(0); // copied at set time
         assert_eq!((q.wr_complete.unwrap())(qpx), 0);
 
+        // ibv_start_poll / ibv_next_poll / ibv_wc_read_* / ibv_end_poll
+        let c = &mut *cqx;
+        let mut got = Vec::new();
+        let mut attr_p = ibv_poll_cq_attr { comp_mask: 0 };
+        let mut rc = (c.start_poll.unwrap())(cqx, &mut attr_p);
+        while rc == 0 {
+            assert_eq!(c.status, IBV_WC_SUCCESS);
+            got.push((c.wr_id, (c.read_byte_len.unwrap())(cqx), (c.read_opcode.unwrap())(cqx)));
+            rc = (c.next_poll.unwrap())(cqx);
+        }
+        assert_eq!(rc, libc::ENOENT);
+        (c.end_poll.unwrap())(cqx);
+        assert_eq!(got, [(5, 0, IBV_WC_SEND), (200, 12, IBV_WC_RECV), (6, 0, IBV_WC_SEND), (201, 7, IBV_WC_RECV)]);
+        assert_eq!((c.start_poll.unwrap())(cqx, &mut attr_p), libc::ENOENT);
         let mut wc = [ibv_wc::default(); 8];
-        let n = ((*ctx).ops.poll_cq.unwrap())(cq, 8, wc.as_mut_ptr());
-        assert_eq!(n, 4);
-        let got: Vec<(u64, u32)> = wc[..4].iter().map(|w| (w.wr_id, w.byte_len)).collect();
-        assert_eq!(got, [(5, 0), (200, 12), (6, 0), (201, 7)]);
 
         // A setter without a builder makes wr_complete fail; wr_abort drops everything.
         (q.wr_start.unwrap())(qpx);
