@@ -334,7 +334,7 @@ fn patch_field(payload: &mut [u8], ip_len: usize, at: usize, old: u16, new: u16)
 }
 
 /// Updates the ICRC at the end of `payload` (BTH .. ICRC) for an IPv4 identification changed
-/// from `old` to `new`, without recomputing the CRC (about 0.1 µs whatever the size). For
+/// from `old` to `new`, without recomputing the CRC (about 15 ns once the per-length table is cached). For
 /// sealing GSO segment *k* (ID *k*) when the packet was sealed with ID 0.
 pub fn patch_icrc_ipv4_id(payload: &mut [u8], old: u16, new: u16) -> bool {
     patch_field(payload, IPV4_HEADER_LEN, 4, old, new)
