@@ -143,6 +143,12 @@ pub(crate) fn verify_icrc(m: &RxMeta, id: u16, buf: &[u8]) -> bool {
     icrc::verify(net, buf).is_ok()
 }
 
+/// Computes and stores the ICRC of a datagram (BTH..ICRC in `buf`) for the headers described
+/// by `t` (IPv4 ID `t.ipv4_id`, DF). For drivers and tests that craft packets; false for mixed IP families.
+pub fn seal(t: &Transmit, buf: &mut [u8]) -> bool {
+    fill_icrc(t, buf)
+}
+
 #[cfg(test)]
 mod test {
     use super::*;
@@ -176,10 +182,4 @@ mod test {
         assert!(verify_icrc(&m, 0, &t));
         assert!(!verify_icrc(&m, 1, &t));
     }
-}
-
-/// Computes and stores the ICRC of a datagram (BTH..ICRC in `buf`) for the headers described
-/// by `t` (IPv4 ID `t.ipv4_id`, DF). For drivers and tests that craft packets; false for mixed IP families.
-pub fn seal(t: &Transmit, buf: &mut [u8]) -> bool {
-    fill_icrc(t, buf)
 }

@@ -9,7 +9,9 @@ fn s(name: &str) -> String {
     name.to_string()
 }
 
-fn write_error_case(seed: u64, rkey_of: impl Fn(&Pair) -> u32, remote_off: u64, len: u32, opcode: WrOpcode) -> (Pair, Vec<(usize, String, u32, bool, Option<u8>, usize)>) {
+type Summary = Vec<(usize, String, u32, bool, Option<u8>, usize)>;
+
+fn write_error_case(seed: u64, rkey_of: impl Fn(&Pair) -> u32, remote_off: u64, len: u32, opcode: WrOpcode) -> (Pair, Summary) {
     let mut p = Pair::new(seed, LinkConfig::default(), Opts::default());
     p.net.start_capture();
     let rkey = rkey_of(&p);

@@ -97,7 +97,6 @@ fn run_seed(seed: u64) -> std::result::Result<(), String> {
 }
 
 fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(), String> {
-    let rng = rng;
     let src = pattern(0x1_0000, seed as u8);
     p.a.mem.store(SRC_BASE as usize, &src);
     let readable = pattern(0x1_0000, (seed >> 8) as u8 ^ 0x5A);

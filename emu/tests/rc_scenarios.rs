@@ -117,7 +117,7 @@ fn read_with_lost_response_retries_from_comp_psn() {
             (1, s("RDMA_READ_RESPONSE_LAST"), 0x102, false, Some(0x1F), 52),
         ]
     );
-    assert!(cap[3].dropped == false && cap[2].dropped);
+    assert!(!cap[3].dropped && cap[2].dropped);
     let reth = cap[4].repr.reth.unwrap();
     assert_eq!((reth.va, reth.dma_len), (IOVA + 0x2000 + 1024, 2100 - 1024));
     // the retry came one local ACK timeout (4.096us << 10) after the last progress

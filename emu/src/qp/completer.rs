@@ -207,11 +207,7 @@ impl Qp {
         let w = *self.sq.get(h);
         let syn = r.aeth.map(|a| a.syndrome);
         match self.comp.opcode {
-            None => {
-                if !flags.contains(OpFlags::START) {
-                    return CompSt::Error;
-                }
-            }
+            None if !flags.contains(OpFlags::START) => return CompSt::Error,
             Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE) => {
                 if op == Opcode::RC_ACKNOWLEDGE {
                     if let Some(Syndrome::Nak(NakCode::PsnSeqError)) = syn {

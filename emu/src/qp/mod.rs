@@ -434,6 +434,7 @@ impl Qp {
     }
 
     /// Moves to ERR and flushes every outstanding WQE (rxe `rxe_qp_error` + flush).
+    #[allow(clippy::wrong_self_convention)]
     pub fn to_error(&mut self, ctx: &mut Ctx<'_>) {
         if self.state == QpState::Reset {
             return;

@@ -117,12 +117,12 @@ impl Qp {
         // check_op_seq
         match self.resp.opcode {
             Some(prev) if is_send_mid(prev) && self.qp_type != QpType::Ud => {
-                if !(flags.contains(OpFlags::SEND) && !flags.contains(OpFlags::START)) {
+                if !flags.contains(OpFlags::SEND) || flags.contains(OpFlags::START) {
                     return Err(if rc { RespErr::MissingLastC } else { RespErr::MissingLastD1e });
                 }
             }
             Some(prev) if is_write_mid(prev) => {
-                if !(flags.contains(OpFlags::WRITE) && !flags.contains(OpFlags::START)) {
+                if !flags.contains(OpFlags::WRITE) || flags.contains(OpFlags::START) {
                     return Err(if rc { RespErr::MissingLastC } else { RespErr::MissingLastD1e });
                 }
             }
