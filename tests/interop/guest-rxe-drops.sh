@@ -38,13 +38,14 @@ arm() {
   echo 4096 >$T/buffer_size_kb
 }
 
-case "${1:=show}" in
+cmd=${1:-show}
+case $cmd in
   arm) arm ;;
   show|strict)
     icrc=$(grep -c 'rxe_icrc:' $T/trace)
     rcv=$(grep -c 'kfree_skb:' $T/trace)
     echo "icrc_errors=$icrc rxe_rcv_drops=$rcv"
-    [ "$icrc" = 0 ] && { [ "$1" != strict ] || [ "$rcv" = 0 ]; } ;;
+    [ "$icrc" = 0 ] && { [ "$cmd" != strict ] || [ "$rcv" = 0 ]; } ;;
   list) grep -v '^#' $T/trace ;;
   reset) echo >$T/trace ;;
   *) echo "usage: rxe-drops [arm|show|strict|list|reset]" >&2; exit 2 ;;
