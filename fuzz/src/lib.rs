@@ -168,7 +168,7 @@ fn header_views(d: &[u8]) {
     }
 }
 
-/// The transport view and `Repr`: parse → emit must give the same bytes (payload and ICRC
+/// The transport view and `Repr`: parse → emit must give the same bytes (payload, pad and ICRC
 /// copied in), and parsing the emitted bytes the same `Repr`.
 fn transport_round_trip(t: &[u8]) {
     let Ok(p) = transport::Packet::new_checked(t) else {
@@ -205,9 +205,12 @@ fn transport_round_trip(t: &[u8]) {
     assert_eq!(r.buffer_len(), t.len(), "buffer_len of a parsed packet");
     let mut out = vec![0u8; r.buffer_len()];
     r.emit(&mut transport::Packet::new_unchecked(&mut out[..]));
-    let (s, e) = (r.header_len(), r.header_len() + r.payload_len);
-    out[s..e].copy_from_slice(&t[s..e]);
+    // The payload and the pad bytes are data the caller supplies: a `Repr` keeps their length,
+    // not their content (emit writes zero pad, as the IBA asks; a sender may have put anything
+    // there, and the ICRC covers it). Then the ICRC.
     let k = out.len() - roce_wire::ICRC_LEN;
+    let s = r.header_len();
+    out[s..k].copy_from_slice(&t[s..k]);
     out[k..].copy_from_slice(&t[k..]);
     assert_eq!(out, t, "transport parse → emit");
     let again = transport::Repr::parse(&transport::Packet::new_unchecked(&out[..]));
