@@ -5,6 +5,7 @@
 //! ```
 //! SIZE is the UDP payload in bytes (default: 124 1084 4156, i.e. 64/1024/4096 B RoCE
 //! payloads plus 60 B of headers). Each measurement runs SECONDS (default 1) and stops by itself.
+//! `TxBatch` is not raw UDP but our datapath as the engine drives it (copy, ICRC patch, GSO).
 use std::time::Duration;
 
 use roce_provider::udp::baseline::{pingpong, throughput, Technique};
@@ -21,6 +22,7 @@ fn main() -> std::io::Result<()> {
         for t in [
             Technique::Mmsg { batch: 32 },
             Technique::GsoGro { segments: 0 },
+            Technique::TxBatch,
         ] {
             println!("{}", throughput(size, t, d)?);
         }

@@ -32,6 +32,10 @@ pub enum Technique {
         /// Segments per GSO send (0 = auto).
         segments: usize,
     },
+    /// Not raw UDP: our datapath as the engine would drive it. Each packet is copied into
+    /// [`super::coalesce::TxBatch::space`] one by one (standing in for the engine writing it),
+    /// committed (ICRC patched for ID and port) and flushed as GSO runs; received with GRO.
+    TxBatch,
 }
 
 /// Result of [`throughput`].
@@ -117,6 +121,7 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
             };
             (true, true, s, 8)
         }
+        Technique::TxBatch => (true, true, 1, 8),
     };
     let mut tx = Socket::bind(SRC, cfg(gso, false))?;
     let mut rx = Socket::bind(DST, cfg(false, gro))?;
@@ -165,6 +170,32 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
                 payload: &payload,
                 gso_size: (per_send > 1).then_some(size as u16),
             };
+            if technique == Technique::TxBatch {
+                let mut txb = super::coalesce::TxBatch::new(batch, size.max(16));
+                let mut pkt = vec![0x5Au8; size.max(16)];
+                let meta = super::coalesce::TxMeta {
+                    dst: dst.ip(),
+                    dst_port: dst.port(),
+                    src_port: 0xC000,
+                    tos: None,
+                    ttl: None,
+                };
+                let mut psn = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    match txb.space() {
+                        Some(sp) => {
+                            psn = psn.wrapping_add(1);
+                            pkt[8..12].copy_from_slice(&psn.to_be_bytes());
+                            sp[..pkt.len()].copy_from_slice(&pkt);
+                            txb.commit(&mut tx, meta, pkt.len());
+                        }
+                        None => {
+                            txb.flush(&mut tx, Wait::NonBlocking)?;
+                        }
+                    }
+                }
+                return Ok(());
+            }
             let msgs = vec![one; batch];
             while !stop.load(Ordering::Relaxed) {
                 tx.send_batch(&msgs, Wait::NonBlocking)?;
@@ -336,6 +367,9 @@ mod tests {
         eprintln!("{t}");
         assert_eq!(t.bytes, t.datagrams * 1084);
         let t = throughput(1084, Technique::GsoGro { segments: 0 }, d).unwrap();
+        eprintln!("{t}");
+        assert_eq!(t.bytes, t.datagrams * 1084);
+        let t = throughput(1084, Technique::TxBatch, d).unwrap();
         eprintln!("{t}");
         assert_eq!(t.bytes, t.datagrams * 1084);
         match pingpong(64, 200) {
