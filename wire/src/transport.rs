@@ -257,7 +257,7 @@ impl Repr {
         let bth = bth::Repr::parse(&p.bth())?;
         let hdr = info.hdr_len as usize;
         let body = p.buffer.as_ref().len() - hdr - ICRC_LEN; // payload + pad
-        if body % 4 != 0 {
+        if !body.is_multiple_of(4) {
             return Err(Error::BadPad);
         }
         if !info.flags.contains(OpFlags::PAYLOAD) && body != 0 {
