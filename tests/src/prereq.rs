@@ -85,7 +85,7 @@ pub fn python_with_scapy() -> Option<PathBuf> {
 /// Decodes a hex string, ignoring whitespace. Panics on bad hex (test data only).
 pub fn hex(s: &str) -> Vec<u8> {
     let s: String = s.chars().filter(|c| !c.is_whitespace()).collect();
-    assert!(s.len().is_multiple_of(2), "odd hex length");
+    assert!(s.len() & 1 == 0, "odd hex length");
     (0..s.len())
         .step_by(2)
         .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))

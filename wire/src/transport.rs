@@ -257,7 +257,7 @@ impl Repr {
         let bth = bth::Repr::parse(&p.bth())?;
         let hdr = info.hdr_len as usize;
         let body = p.buffer.as_ref().len() - hdr - ICRC_LEN; // payload + pad
-        if !body.is_multiple_of(4) {
+        if body & 3 != 0 {
             return Err(Error::BadPad);
         }
         if !info.flags.contains(OpFlags::PAYLOAD) && body != 0 {
