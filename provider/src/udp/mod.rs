@@ -4,6 +4,9 @@
 //!   of [`OutDatagram`]/[`InDatagram`] with `sendmmsg`/`recvmmsg`, UDP GSO and UDP GRO.
 //! * [`headers`] rebuilds the IP/UDP headers the kernel sends, so the ICRC can be computed over
 //!   exactly those bytes on both sides, and decides what to do when it cannot ([`IcrcPolicy`]).
+//! * [`coalesce::TxBatch`] packs engine packets into GSO runs in place, patching each ICRC for
+//!   the IPv4 ID and source port really sent; [`idsolve`] is the CRC algebra behind the patch
+//!   and behind [`IcrcPolicy::RecoverId`] (recovering an unseen IPv4 ID from the ICRC).
 //! * [`baseline`] measures what raw UDP on loopback can do, for benchmark ratios.
 //! * [`raw`] is a raw IPv4 sender (`IP_HDRINCL`) with full control of ID, TOS, TTL and ports.
 //! * [`capture`] is an `AF_PACKET` receiver that sees full IP headers (used by the tests that
