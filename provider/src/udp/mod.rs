@@ -27,10 +27,12 @@ pub mod idsolve;
 pub mod raw;
 mod socket;
 mod sys;
+pub mod waker;
 
 pub use datagram::{split_gro, InDatagram, OutDatagram, RecvBatch, GRO_SLOT};
 pub use headers::{check_icrc, HeaderFacts, IcrcCounters, IcrcPolicy, IcrcVerdict, WireHeaders};
 pub use socket::{Features, Socket, SocketConfig, SourcePorts, Wait, MAX_GSO_SEGMENTS};
+pub use waker::Waker;
 
 #[cfg(test)]
 mod capture_tests;

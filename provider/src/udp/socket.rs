@@ -11,7 +11,9 @@ use super::cmsg::{self, AlignedBuf, SendInfo};
 use super::datagram::{OutDatagram, RecvBatch};
 use super::headers::{HeaderFacts, WireHeaders};
 use super::sys::{self, consts};
+use super::waker::Waker;
 use roce_wire::ROCE_V2_UDP_PORT;
+use std::sync::Arc;
 
 /// Where the UDP source port of each datagram comes from.
 ///
@@ -134,6 +136,7 @@ pub struct Socket {
     ctrl_len: Vec<usize>,
     plan: Vec<Msg>,
     ports: Vec<PortSock>,
+    waker: Option<Arc<Waker>>,
 }
 
 impl std::fmt::Debug for Socket {
@@ -242,6 +245,7 @@ impl Socket {
             ctrl_len: Vec::new(),
             plan: Vec::new(),
             ports: Vec::new(),
+            waker: None,
         })
     }
 
@@ -262,7 +266,13 @@ impl Socket {
             ctrl_len: Vec::new(),
             plan: Vec::new(),
             ports: Vec::new(),
+            waker: None,
         })
+    }
+
+    /// Makes blocking receives also return (`Ok(0)`) when `waker` is woken from another thread.
+    pub fn set_waker(&mut self, waker: Option<Arc<Waker>>) {
+        self.waker = waker;
     }
 
     /// The bound address.
@@ -543,7 +553,7 @@ impl Socket {
                     } else {
                         wait
                     };
-                    if !wait_ready(fd, true, w, start, &mut spin_until)? {
+                    if !wait_ready(fd, true, w, start, &mut spin_until, None)? {
                         break;
                     }
                 }
@@ -589,7 +599,8 @@ impl Socket {
                         return Ok(0);
                     }
                     let start = *start.get_or_insert_with(Instant::now);
-                    if !wait_ready(fd, false, wait, start, &mut spin_until)? {
+                    let waker = self.waker.as_deref();
+                    if !wait_ready(fd, false, wait, start, &mut spin_until, waker)? {
                         return Ok(0);
                     }
                 }
@@ -600,14 +611,25 @@ impl Socket {
     }
 }
 
-/// After `EAGAIN`: decides whether to retry now (spinning), after blocking, or give up.
+/// After `EAGAIN`: decides whether to retry now (spinning), after blocking, or give up (also
+/// when `waker` fired, whose wake-ups are then consumed).
 fn wait_ready(
     fd: std::os::fd::RawFd,
     write: bool,
     wait: Wait,
     start: Instant,
     spin_until: &mut Option<Instant>,
+    waker: Option<&Waker>,
 ) -> io::Result<bool> {
+    let block = |rem: Option<Duration>| -> io::Result<bool> {
+        if sys::wait_fd(fd, write, waker.map(|w| w.raw_fd()), rem)? {
+            if let Some(w) = waker {
+                w.drain();
+            }
+            return Ok(false);
+        }
+        Ok(true)
+    };
     let remaining = |t: Option<Duration>| t.map(|t| t.saturating_sub(start.elapsed()));
     match wait {
         Wait::NonBlocking => Ok(false),
@@ -616,8 +638,7 @@ fn wait_ready(
             if rem == Some(Duration::ZERO) {
                 return Ok(false);
             }
-            sys::wait_fd(fd, write, rem)?;
-            Ok(true)
+            block(rem)
         }
         Wait::SpinThenBlock(spin, t) => {
             let until = *spin_until.get_or_insert(start + spin);
@@ -630,8 +651,7 @@ fn wait_ready(
             if rem == Some(Duration::ZERO) {
                 return Ok(false);
             }
-            sys::wait_fd(fd, write, rem)?;
-            Ok(true)
+            block(rem)
         }
     }
 }

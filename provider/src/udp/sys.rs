@@ -297,14 +297,27 @@ fn storage_to_addr(s: &libc::sockaddr_storage, len: libc::socklen_t) -> Option<S
     }
 }
 
-/// Waits until `fd` is readable (`POLLIN`) or writable (`POLLOUT`), or `timeout` passes
-/// (`None`: forever). Returns `true` when ready. `EINTR` counts as "not ready".
-pub(crate) fn wait_fd(fd: RawFd, write: bool, timeout: Option<Duration>) -> io::Result<bool> {
-    let mut p = libc::pollfd {
-        fd,
-        events: if write { libc::POLLOUT } else { libc::POLLIN },
-        revents: 0,
-    };
+/// Waits until `fd` is readable (`POLLIN`) or writable (`POLLOUT`), or `wake` (an eventfd) is
+/// readable, or `timeout` passes (`None`: forever). Returns `true` when `wake` fired. `EINTR`
+/// counts as a spurious wake-up of `fd` (the caller retries).
+pub(crate) fn wait_fd(
+    fd: RawFd,
+    write: bool,
+    wake: Option<RawFd>,
+    timeout: Option<Duration>,
+) -> io::Result<bool> {
+    let mut p = [
+        libc::pollfd {
+            fd,
+            events: if write { libc::POLLOUT } else { libc::POLLIN },
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: wake.unwrap_or(-1),
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
     let ts = timeout.map(|t| libc::timespec {
         tv_sec: t.as_secs().min(i32::MAX as u64) as libc::time_t,
         tv_nsec: t.subsec_nanos() as libc::c_long,
@@ -313,8 +326,9 @@ pub(crate) fn wait_fd(fd: RawFd, write: bool, timeout: Option<Duration>) -> io::
         Some(t) => t as *const libc::timespec,
         None => std::ptr::null(),
     };
-    // SAFETY: one live pollfd, a live timespec or null, null sigmask (module docs).
-    let r = unsafe { libc::ppoll(&mut p, 1, tsp, std::ptr::null()) };
+    let n = if wake.is_some() { 2 } else { 1 };
+    // SAFETY: `n` live pollfds, a live timespec or null, null sigmask (module docs).
+    let r = unsafe { libc::ppoll(p.as_mut_ptr(), n, tsp, std::ptr::null()) };
     if r < 0 {
         let e = io::Error::last_os_error();
         if e.kind() == io::ErrorKind::Interrupted {
@@ -322,7 +336,19 @@ pub(crate) fn wait_fd(fd: RawFd, write: bool, timeout: Option<Duration>) -> io::
         }
         return Err(e);
     }
-    Ok(r > 0)
+    Ok(wake.is_some() && p[1].revents & libc::POLLIN != 0)
+}
+
+/// A new non-blocking, close-on-exec eventfd.
+pub(crate) fn eventfd() -> io::Result<std::os::fd::OwnedFd> {
+    use std::os::fd::FromRawFd;
+    // SAFETY: no pointers.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by eventfd, is valid and owned by nobody else.
+    Ok(unsafe { std::os::fd::OwnedFd::from_raw_fd(fd) })
 }
 
 /// Pins the calling thread to one CPU. Best effort: errors are returned, not fatal.

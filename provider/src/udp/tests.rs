@@ -344,3 +344,24 @@ fn two_nics_on_port_4791() {
     assert_eq!(n, 1);
     assert_eq!(d, Some((q, IcrcVerdict::Verified)));
 }
+
+/// A waker interrupts a receive blocked forever, and a wake-up sent before the receive blocks is
+/// not lost. No timing assertions: the test only needs the calls to return.
+#[test]
+fn waker_interrupts_blocking_receive() {
+    let (_, mut b) = pair(SocketConfig::default(), SocketConfig::default());
+    let w = std::sync::Arc::new(Waker::new().unwrap());
+    b.set_waker(Some(w.clone()));
+    let mut batch = RecvBatch::new(2);
+    w.wake(); // before blocking: not lost
+    assert_eq!(b.recv_batch(&mut batch, Wait::Block(None)).unwrap(), 0);
+    let h = std::thread::spawn(move || {
+        let mut batch = RecvBatch::new(2);
+        let w = Wait::SpinThenBlock(Duration::from_micros(100), None);
+        b.recv_batch(&mut batch, w).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(20));
+    w.wake();
+    assert_eq!(h.join().unwrap(), 0);
+    assert!(!w.drain(), "the receive consumed the wake-up");
+}
