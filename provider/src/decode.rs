@@ -22,7 +22,8 @@ pub struct DecodeArgs {
     /// pcap or pcapng capture files.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Print JSON Lines (one object per packet, one summary object per file).
+    /// Print JSON Lines: one object per RoCE packet ("kind": "packet"), one per file
+    /// ("kind": "summary") and one per unreadable file ("kind": "error").
     #[arg(long)]
     pub json: bool,
     /// Also write every RoCE packet read to this pcap file (Ethernet, nanosecond timestamps).
