@@ -185,7 +185,11 @@ impl Qp {
                 self.comp.opcode,
                 Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE)
             );
-            if r.bth.opcode == Opcode::RC_ACKNOWLEDGE && mid_read && !is_ack_syn {
+            // rxe lets any stale NAK reach check_ack mid-read; only a PSN-sequence NAK has a
+            // meaning there (retry). A stale RNR NAK would fail the sequence check and error the
+            // QP, so it is ignored like any other stale response.
+            let seq_nak = matches!(r.aeth.map(|a| a.syndrome), Some(Syndrome::Nak(NakCode::PsnSeqError)));
+            if r.bth.opcode == Opcode::RC_ACKNOWLEDGE && mid_read && seq_nak {
                 return CompSt::CheckAck;
             }
             ctx.ctr.resp_ignored += 1;
