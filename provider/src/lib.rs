@@ -2,3 +2,4 @@
 pub mod udp;
 
 pub mod decode;
+pub mod runtime;

@@ -1,0 +1,206 @@
+//! [`Config`]: the settings of one device runtime, from code or from the environment.
+
+use crate::udp::IcrcPolicy;
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Settings of one [`super::Device`]. [`Config::from_env`] reads the `ROCE_*` variables (see the
+/// module docs of [`super`] for the table); [`Config::new`] gives the defaults for an address.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The NIC's IP address (socket `ip:4791`; GID index 1).
+    pub ip: IpAddr,
+    /// Device name (`rxe0`): used for the statistics file and `roce stat`.
+    pub name: String,
+    /// Active IB MTU in bytes (256 … 4096).
+    pub mtu: u32,
+    /// Write every datagram sent and received to this pcap file.
+    pub pcap: Option<PathBuf>,
+    /// Fault injector: fraction of outgoing datagrams dropped (0.0 … 1.0).
+    pub loss: f64,
+    /// Fault injector: fraction of outgoing datagrams held back and sent after the next one.
+    pub reorder: f64,
+    /// Seed of the fault injector.
+    pub fault_seed: u64,
+    /// Apply the fault injector to UC and UD datagrams too (default: RC only, because the
+    /// unreliable transports have no recovery and the ping-pong tools would wait forever).
+    pub fault_all: bool,
+    /// What to do with received IPv4 datagrams whose identification is unknown.
+    pub icrc_policy: IcrcPolicy,
+    /// How long the progress thread spins (polling the socket) after activity before it sleeps.
+    pub spin: Duration,
+    /// Run the background progress thread (timers, event-driven programs). Default on.
+    pub progress_thread: bool,
+    /// Directory for the statistics file read by `roce stat` (`None`: [`default_stat_dir`]).
+    pub stat_dir: Option<PathBuf>,
+    /// How often the progress thread rewrites the statistics file.
+    pub stat_interval: Duration,
+}
+
+impl Config {
+    /// Defaults for a device at `ip`.
+    pub fn new(ip: IpAddr) -> Config {
+        Config {
+            ip,
+            name: "rxe0".into(),
+            mtu: 1024,
+            pcap: None,
+            loss: 0.0,
+            reorder: 0.0,
+            fault_seed: 0x5eed_f00d,
+            fault_all: false,
+            icrc_policy: IcrcPolicy::AssumeZeroElseAccept,
+            spin: Duration::from_micros(50),
+            progress_thread: true,
+            stat_dir: None,
+            stat_interval: Duration::from_millis(500),
+        }
+    }
+
+    /// The configuration from the `ROCE_*` environment variables (invalid values are reported on
+    /// stderr and replaced by defaults).
+    pub fn from_env() -> Config {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// As [`Config::from_env`] with a lookup function (tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
+        let warn = |m: String| eprintln!("roce: {m}");
+        let ip = match get("ROCE_IP") {
+            None => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            Some(s) => s.trim().parse().unwrap_or_else(|_| {
+                warn(format!(
+                    "ROCE_IP={s:?} is not an IP address; using 127.0.0.1"
+                ));
+                IpAddr::V4(Ipv4Addr::LOCALHOST)
+            }),
+        };
+        let mut c = Config::new(ip);
+        if let Some(n) = get("ROCE_DEV_NAME").filter(|s| !s.is_empty()) {
+            c.name = n;
+        }
+        if let Some(s) = get("ROCE_MTU") {
+            match s.trim().parse::<u32>() {
+                Ok(m @ (256 | 512 | 1024 | 2048 | 4096)) => c.mtu = m,
+                _ => warn(format!(
+                    "ROCE_MTU={s:?} is not 256/512/1024/2048/4096; using 1024"
+                )),
+            }
+        }
+        c.pcap = get("ROCE_PCAP")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        let frac = |k: &str| -> f64 {
+            match get(k) {
+                None => 0.0,
+                Some(s) => {
+                    let t = s.trim();
+                    let v = match t.strip_suffix('%') {
+                        Some(p) => p.parse::<f64>().map(|x| x / 100.0),
+                        None => t.parse::<f64>(),
+                    };
+                    match v {
+                        Ok(x) if (0.0..=1.0).contains(&x) => x,
+                        _ => {
+                            warn(format!("{k}={s:?} is not a fraction 0..1 (or N%); using 0"));
+                            0.0
+                        }
+                    }
+                }
+            }
+        };
+        c.loss = frac("ROCE_LOSS");
+        c.reorder = frac("ROCE_REORDER");
+        if let Some(s) = get("ROCE_FAULT_SEED") {
+            let t = s.trim();
+            let v = match t.strip_prefix("0x") {
+                Some(h) => u64::from_str_radix(h, 16).ok(),
+                None => t.parse().ok(),
+            };
+            match v {
+                Some(v) => c.fault_seed = v,
+                None => warn(format!("ROCE_FAULT_SEED={s:?} is not a number")),
+            }
+        }
+        c.fault_all = get("ROCE_FAULT_ALL").is_some_and(|v| v == "1");
+        if let Some(s) = get("ROCE_ICRC_POLICY") {
+            c.icrc_policy = match s.trim().to_ascii_lowercase().as_str() {
+                "strict" => IcrcPolicy::Strict,
+                "assume-zero" | "assume_zero" | "default" => IcrcPolicy::AssumeZeroElseAccept,
+                "trust" | "skip" => IcrcPolicy::Trust,
+                "recover" | "recover-id" | "recover_id" => IcrcPolicy::RecoverId,
+                _ => {
+                    warn(format!(
+                        "ROCE_ICRC_POLICY={s:?}: use strict, assume-zero, trust or recover; using assume-zero"
+                    ));
+                    IcrcPolicy::AssumeZeroElseAccept
+                }
+            };
+        }
+        if let Some(s) = get("ROCE_SPIN_US") {
+            match s.trim().parse::<u64>() {
+                Ok(us) => c.spin = Duration::from_micros(us),
+                Err(_) => warn(format!(
+                    "ROCE_SPIN_US={s:?} is not a number of microseconds"
+                )),
+            }
+        }
+        if get("ROCE_PROGRESS_THREAD").is_some_and(|v| v == "0") {
+            c.progress_thread = false;
+        }
+        c.stat_dir = get("ROCE_STAT_DIR")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from);
+        c
+    }
+
+    /// The netdev MTU `emu` is configured with (IB MTU + 80 header bytes, as rxe derives it).
+    pub fn netdev_mtu(&self) -> u32 {
+        self.mtu + 80
+    }
+}
+
+/// Where statistics files live: `$ROCE_STAT_DIR`, else `$XDG_RUNTIME_DIR/roce`, else
+/// `/tmp/roce-<uid>`.
+pub fn default_stat_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("ROCE_STAT_DIR").filter(|s| !s.is_empty()) {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = std::env::var_os("XDG_RUNTIME_DIR").filter(|s| !s.is_empty()) {
+        return PathBuf::from(d).join("roce");
+    }
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("roce-{uid}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn env_parsing() {
+        let m: HashMap<&str, &str> = [
+            ("ROCE_IP", "127.0.0.2"),
+            ("ROCE_MTU", "4096"),
+            ("ROCE_LOSS", "2%"),
+            ("ROCE_REORDER", "0.01"),
+            ("ROCE_ICRC_POLICY", "recover"),
+            ("ROCE_FAULT_SEED", "0x10"),
+        ]
+        .into_iter()
+        .collect();
+        let c = Config::from_lookup(|k| m.get(k).map(|s| s.to_string()));
+        assert_eq!(c.ip, "127.0.0.2".parse::<IpAddr>().unwrap());
+        assert_eq!(c.mtu, 4096);
+        assert!((c.loss - 0.02).abs() < 1e-9);
+        assert!((c.reorder - 0.01).abs() < 1e-9);
+        assert_eq!(c.icrc_policy, IcrcPolicy::RecoverId);
+        assert_eq!(c.fault_seed, 16);
+        assert_eq!(c.netdev_mtu(), 4176);
+    }
+}
