@@ -129,7 +129,7 @@ cmd_run() {
   cmd_wait "$name" "$id" "$((timeout + 30))"
 }
 
-# `lab.sh wait GUEST ID [TIMEOUT]`
+# `lab.sh wait GUEST ID [TIMEOUT]`: exit status 124 if the command has not finished by then.
 cmd_wait() {
   load_lab
   local name=$1 id=$2 timeout=${3:-630} gd pid t0
@@ -137,7 +137,7 @@ cmd_wait() {
   local out=$gd/share/out/$id
   while [ ! -f "$out.rc" ]; do
     kill -0 "$pid" 2>/dev/null || die "guest $name is gone"
-    [ $(( ($(now_ms) - t0) / 1000 )) -lt "$timeout" ] || die "no result from $name for $id"
+    [ $(( ($(now_ms) - t0) / 1000 )) -lt "$timeout" ] || { log "no result from $name for $id"; exit 124; }
     sleep 0.2
   done
   cat "$out.stdout"

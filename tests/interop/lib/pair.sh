@@ -3,6 +3,7 @@
 # The caller defines L (lab.sh), OUT (output dir), and the hooks row/timed; it may set
 # SERVER/CLIENT (guest names, default a/b) and SERVER_IP (default 198.18.0.2).
 
+SERVER_GRACE=${SERVER_GRACE:-30}
 WAIT_LISTEN='for i in $(seq 150); do ss -ltn | grep -q ":18515 " && exit 0; sleep 0.1; done; exit 1'
 
 # figures FILE: the numbers worth printing from a tool's client output.
@@ -25,7 +26,14 @@ pair() {
   "$L" run --timeout 30 "$srv" "$WAIT_LISTEN" >/dev/null || res=fail
   "$L" run --timeout "$to" "$cli" "$cmd $sip" >"$f.client" 2>&1 || rc_c=$?
   [ "$rc_c" = 0 ] || "$L" run "$srv" "pkill -9 ${cmd%% *}" >/dev/null 2>&1 || true
-  "$L" wait "$srv" "$id" "$((to + 30))" >"$f.server" 2>&1 || rc_s=$?
+  # Once the client is done the server should finish promptly; if not (e.g. a UD server still
+  # waiting for datagrams lost on the wire) kill it rather than wait for its full timeout.
+  "$L" wait "$srv" "$id" "$SERVER_GRACE" >"$f.server" 2>&1 || rc_s=$?
+  if [ "$rc_s" = 124 ]; then
+    "$L" run "$srv" "pkill -9 ${cmd%% *}" >/dev/null 2>&1 || true
+    rc_s=0; "$L" wait "$srv" "$id" 30 >>"$f.server" 2>&1 || rc_s=$?
+    echo "(server killed: still running ${SERVER_GRACE}s after the client ended)" >>"$f.server"
+  fi
   [ "$rc_c" = 0 ] && [ "$rc_s" = 0 ] || res=fail
   secs=$(secs_since "$t0")
   fig=$(figures "$f.client")
