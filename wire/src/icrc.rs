@@ -23,8 +23,6 @@ pub const IPV6_HEADER_LEN: usize = 40;
 /// Length of the UDP header.
 pub const UDP_HEADER_LEN: usize = 8;
 const BTH_LEN: usize = crate::bth::HEADER_LEN;
-/// Transport bytes after the BTH copied next to the pseudo-header (see [`compute`]).
-const PSEUDO_EXTRA: usize = 128;
 
 /// The network header the ICRC covers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,10 +56,8 @@ pub fn compute(net: Network<'_>, transport: &[u8]) -> Result<u32> {
     if transport.len() < BTH_LEN {
         return Err(Error::Truncated);
     }
-    // 8 (LRH) + 40 (largest IP/GRH) + 8 (UDP) + 12 (BTH), then the first bytes after the BTH:
-    // crc32fast folds with carry-less multiplication only from 128 bytes on, so hashing a
-    // 48-byte pseudo-header on its own costs more than copying a little of the packet after it.
-    let mut pseudo = [0xFFu8; 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN + PSEUDO_EXTRA];
+    // 8 (LRH) + 40 (largest IP/GRH) + 8 (UDP) + 12 (BTH)
+    let mut pseudo = [0xFFu8; 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN];
     let mut at = 8;
     match net {
         Network::Ipv4 { ip, udp } => {
@@ -98,12 +94,9 @@ pub fn compute(net: Network<'_>, transport: &[u8]) -> Result<u32> {
     b.copy_from_slice(&transport[..BTH_LEN]);
     b[4] = 0xFF; // FECN, BECN, resv6a
     at += BTH_LEN;
-    let rest = &transport[BTH_LEN..];
-    let k = rest.len().min(PSEUDO_EXTRA);
-    pseudo[at..at + k].copy_from_slice(&rest[..k]);
     let mut h = crc32fast::Hasher::new();
-    h.update(&pseudo[..at + k]);
-    h.update(&rest[k..]);
+    h.update(&pseudo[..at]);
+    h.update(&transport[BTH_LEN..]);
     Ok(h.finalize())
 }
 
