@@ -120,8 +120,11 @@ pub fn run(args: &DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         };
         let s = match decode_file(&name, &mut reader, args.json, out, writer.as_mut()) {
             Ok(s) => s,
+            Err(e) if e.kind() == io::ErrorKind::BrokenPipe => {
+                // stdout closed (piped into `head`): stop quietly
+                return status;
+            }
             Err(e) => {
-                // stdout closed (e.g. piped into `head`): stop quietly
                 let _ = writeln!(err, "roce decode: {e}");
                 return status.max(EXIT_UNREADABLE);
             }
