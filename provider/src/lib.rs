@@ -3,3 +3,4 @@ pub mod udp;
 
 pub mod decode;
 pub mod runtime;
+pub mod verbs;
