@@ -128,6 +128,7 @@ pub struct SimNet {
     /// The devices, by index.
     pub nics: Vec<Nic>,
     default_link: LinkConfig,
+    routes: Vec<(IpAddr, usize)>,
     links: BTreeMap<(usize, usize), LinkConfig>,
     busy_until: BTreeMap<(usize, usize), Instant>,
     heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
@@ -154,6 +155,7 @@ impl SimNet {
             now: Instant::ZERO,
             nics: Vec::new(),
             default_link,
+            routes: Vec::new(),
             links: BTreeMap::new(),
             busy_until: BTreeMap::new(),
             heap: BinaryHeap::with_capacity(1024),
@@ -179,8 +181,12 @@ impl SimNet {
 
     /// Adds a NIC; returns its index.
     pub fn add_nic(&mut self, nic: Nic) -> usize {
+        let i = self.nics.len();
+        for g in nic.gids() {
+            self.routes.push((crate::verbs::ip_from_gid(g), i));
+        }
         self.nics.push(nic);
-        self.nics.len() - 1
+        i
     }
 
     /// Overrides the link `from → to`.
@@ -219,8 +225,16 @@ impl SimNet {
         self.capture.as_mut().map(std::mem::take).unwrap_or_default()
     }
 
-    fn route(&self, ip: IpAddr) -> Option<usize> {
-        self.nics.iter().position(|n| n.gids().iter().any(|g| crate::verbs::ip_from_gid(g) == ip))
+    fn route(&mut self, ip: IpAddr) -> Option<usize> {
+        if let Some(&(a, i)) = self.routes.first() {
+            if a == ip {
+                return Some(i);
+            }
+        }
+        let k = self.routes.iter().position(|(a, _)| *a == ip)?;
+        // move to front: consecutive datagrams mostly go to the same place
+        self.routes.swap(0, k);
+        Some(self.routes[0].1)
     }
 
     fn pooled(&mut self) -> Vec<u8> {
