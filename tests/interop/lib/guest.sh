@@ -70,6 +70,8 @@ boot_guest() {
   echo "GUESTS=\"\${GUESTS:-} $name\"" >>"$LAB_DIR/lab.env"
   [ "$ACCEL" = kvm ] && cpu=host
   date +%s%3N >"$gd/boot.start"
+  # qemu runs inside the lab namespace so it can open its tap there. PVH boot of the plain
+  # vmlinux; cryptomgr.notests etc. only shave TCG boot time. -daemonize returns once running.
   ip netns exec "$NS" nice -n 10 qemu-system-x86_64 \
     -name "$LAB-$name" -accel "$ACCEL" -cpu "$cpu" -smp 1 -m "$mem" \
     -machine pc -nodefaults -no-user-config -display none -no-reboot \
