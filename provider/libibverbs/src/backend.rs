@@ -51,7 +51,12 @@ impl Errno {
 
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Errno({} {})", self.0, std::io::Error::from_raw_os_error(self.0))
+        write!(
+            f,
+            "Errno({} {})",
+            self.0,
+            std::io::Error::from_raw_os_error(self.0)
+        )
     }
 }
 
@@ -95,6 +100,8 @@ pub struct CqInit {
     /// Present iff the CQ was created with a completion channel. Call
     /// [`CqNotifier::notify`] when a completion arrives on a CQ armed by `req_notify_cq`.
     pub notifier: Option<CqNotifier>,
+    /// Cookie for [`AsyncEventSink::post`] with [`AsyncElement::Cq`] (the `ibv_cq` address).
+    pub cookie: u64,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -292,7 +299,7 @@ impl Backend for Unsupported {
     }
 }
 
-/// The engine integration point: return the real engine here.
+/// The engine integration point: the roce runtime (`crate::engine`).
 pub fn default_backend() -> Arc<dyn Backend> {
-    Arc::new(Unsupported)
+    Arc::new(crate::engine::Engine)
 }

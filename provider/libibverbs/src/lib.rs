@@ -21,6 +21,7 @@ pub mod abi;
 pub mod backend;
 pub mod config;
 pub mod device;
+pub mod engine;
 mod ffi;
 mod log;
 
