@@ -312,3 +312,70 @@ fn atomics_replay_stored_result_without_reexecuting() {
     let wc = p.scq_a();
     assert_eq!(wc.iter().map(|w| (w.opcode, w.status, w.byte_len)).collect::<Vec<_>>(), vec![(WcOpcode::FetchAdd, WcStatus::Success, 8), (WcOpcode::CompSwap, WcStatus::Success, 8)]);
 }
+
+#[test]
+fn max_rd_atomic_limits_outstanding_reads() {
+    // max_rd_atomic = 1: the second READ request waits for the first read's last response
+    let mut p = Pair::new(10, LinkConfig::default(), Opts { max_rd_atomic: 1, ..Default::default() });
+    p.net.start_capture();
+    let rkey = p.b.mr.rkey;
+    for i in 0..2u64 {
+        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, 0x100 * i, 16)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+    }
+    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 64, rkey, ..Default::default() });
+    p.run(10);
+    let c = summary(&p.net.take_capture());
+    assert_eq!(
+        c,
+        vec![
+            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
+            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 16),
+            (0, s("RDMA_READ_REQUEST"), 0x101, true, None, 0),
+            (0, s("RDMA_WRITE_ONLY"), 0x102, true, None, 4),
+            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x101, false, Some(0x1F), 16),
+            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+        ]
+    );
+    assert_eq!(p.scq_a().len(), 3);
+}
+
+#[test]
+fn fence_waits_for_earlier_reads_only() {
+    let mut p = Pair::new(11, LinkConfig::default(), Opts::default());
+    p.net.start_capture();
+    let rkey = p.b.mr.rkey;
+    p.post_a(SendWr { wr_id: 0, sg_list: &[sge(&p.a, 0x100, 16)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 64, rkey, ..Default::default() });
+    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED | SendFlags::FENCE, remote_addr: IOVA + 64, rkey, ..Default::default() });
+    p.run(10);
+    let c = summary(&p.net.take_capture());
+    assert_eq!(
+        c,
+        vec![
+            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
+            (0, s("RDMA_WRITE_ONLY"), 0x101, true, None, 4),
+            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 16),
+            (1, s("ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
+            // the fenced WRITE goes only after the READ completed
+            (0, s("RDMA_WRITE_ONLY"), 0x102, true, None, 4),
+            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+        ]
+    );
+}
+
+#[test]
+fn ack_request_every_65th_non_end_packet() {
+    // a 70-packet SEND: A bit on the 66th consecutive non-END packet (rxe: noack_pkts++ > 64)
+    // and on the END packet
+    let mut p = Pair::new(12, LinkConfig::default(), Opts { mtu: Mtu::Mtu256, ..Default::default() });
+    p.recv_b(1, 0, 70 * 256);
+    p.net.start_capture();
+    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 70 * 256)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.run(10);
+    let c = summary(&p.net.take_capture());
+    let a: Vec<usize> = c.iter().filter(|x| x.0 == 0).enumerate().filter(|(_, x)| x.3).map(|(i, _)| i).collect();
+    assert_eq!(a, vec![65, 69]);
+    let acks: Vec<u32> = c.iter().filter(|x| x.0 == 1).map(|x| x.2).collect();
+    assert_eq!(acks, vec![0x100 + 65, 0x100 + 69]);
+    assert_eq!(p.rcq_b()[0].byte_len, 70 * 256);
+}
