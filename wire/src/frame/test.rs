@@ -292,3 +292,43 @@ proptest::proptest! {
         let _ = verdict(LinkType::Ethernet, &f);
     }
 }
+
+#[test]
+fn ipv6_and_roce_v1_truncation() {
+    let f6 = build_ipv6_frame(&Ipv6FrameSpec::default(), &send_only(b"0123456789")).unwrap();
+    let r = parse(LinkType::Ethernet, &f6[..70]).unwrap().unwrap();
+    assert!(r.truncated);
+    assert_eq!(r.transport.len(), 70 - 62);
+    assert_eq!(r.verdict(), Verdict::Truncated);
+    // RoCEv1: the GRH payload length decides.
+    let t = send_only(b"abcdefgh");
+    let mut f = vec![0u8; 12];
+    f.extend_from_slice(&[0x89, 0x15, 0x60, 0, 0, 0]);
+    f.extend_from_slice(&(t.len() as u16).to_be_bytes());
+    f.extend_from_slice(&[0x1b, 64]);
+    f.extend_from_slice(&[0u8; 32]);
+    f.extend_from_slice(&t);
+    assert_eq!(verdict(LinkType::Ethernet, &f[..60]), Verdict::Truncated);
+    // with its ICRC zero it is complete and invalid
+    assert!(matches!(
+        verdict(LinkType::Ethernet, &f),
+        Verdict::IcrcInvalid { .. }
+    ));
+}
+
+/// rxe does not support IPv4 options, nor does the ICRC definition we follow: such a packet
+/// is RoCE but malformed.
+#[test]
+fn ipv4_options_are_malformed_roce() {
+    let f = v4();
+    let mut o = f[..14].to_vec();
+    o.extend_from_slice(&f[14..34]);
+    o.extend_from_slice(&[1, 1, 1, 0]); // NOP NOP NOP EOL
+    o.extend_from_slice(&f[34..]);
+    o[14] = 0x46;
+    let total = u16::from_be_bytes([o[16], o[17]]) + 4;
+    o[16..18].copy_from_slice(&total.to_be_bytes());
+    let r = parse(LinkType::Ethernet, &o).unwrap().unwrap();
+    assert_eq!(r.transport_offset, 46);
+    assert_eq!(r.verdict(), Verdict::Malformed(Error::Malformed));
+}
