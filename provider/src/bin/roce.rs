@@ -17,6 +17,14 @@ enum Command {
     ///
     /// Exit status: 0 all complete packets valid, 1 some ICRC bad, 2 a file unreadable.
     Decode(roce_provider::decode::DecodeArgs),
+    /// Run an unmodified verbs program on an emulated NIC (sets LD_LIBRARY_PATH and ROCE_*).
+    ///
+    /// Example: roce run --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1
+    Run(roce_provider::cli::RunArgs),
+    /// List the emulated devices running now.
+    Devices(roce_provider::cli::DevicesArgs),
+    /// Counters of the running emulated devices (like `rdma statistic`).
+    Stat(roce_provider::cli::StatArgs),
 }
 
 fn main() -> ExitCode {
@@ -29,5 +37,8 @@ fn main() -> ExitCode {
             let _ = std::io::Write::flush(&mut out);
             ExitCode::from(code)
         }
+        Command::Run(args) => ExitCode::from(roce_provider::cli::run(&args)),
+        Command::Devices(args) => ExitCode::from(roce_provider::cli::devices(&args, &mut std::io::stdout())),
+        Command::Stat(args) => ExitCode::from(roce_provider::cli::stat(&args, &mut std::io::stdout())),
     }
 }

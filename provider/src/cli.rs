@@ -1,0 +1,264 @@
+//! `roce run`, `roce devices`, `roce stat`.
+//!
+//! * `roce run [--ip ADDR] [--mtu N] [--pcap FILE] [--loss P] [--reorder P] -- CMD …` runs an
+//!   unmodified verbs program on an emulated NIC: it puts the directory holding our
+//!   `libibverbs.so.1` first in `LD_LIBRARY_PATH`, sets the `ROCE_*` variables and `exec`s CMD.
+//! * `roce devices` lists the emulated devices running now (from their statistics files) and
+//!   what a program started here would get.
+//! * `roce stat` prints their counters, like `rdma statistic`.
+
+use crate::runtime::{default_stat_dir, stat, Config};
+use clap::Args;
+use std::ffi::OsString;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Arguments of `roce run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// IP address of the emulated NIC (`ROCE_IP`; default 127.0.0.1).
+    #[arg(long)]
+    pub ip: Option<String>,
+    /// Active IB MTU: 256, 512, 1024, 2048 or 4096 (`ROCE_MTU`).
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Write every datagram sent and received to this pcap file (`ROCE_PCAP`).
+    #[arg(long)]
+    pub pcap: Option<PathBuf>,
+    /// Drop this fraction of outgoing RC datagrams, e.g. 0.02 or 2% (`ROCE_LOSS`).
+    #[arg(long)]
+    pub loss: Option<String>,
+    /// Send this fraction of outgoing RC datagrams after the next one (`ROCE_REORDER`).
+    #[arg(long)]
+    pub reorder: Option<String>,
+    /// Device name (`ROCE_DEV_NAME`; default rxe0).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Directory holding libibverbs.so.1 (default: $ROCE_LIB_DIR, else next to this `roce` binary, built if needed).
+    #[arg(long)]
+    pub lib_dir: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
+    pub cmd: Vec<OsString>,
+}
+
+/// Finds (or makes) the directory with our `libibverbs.so.1`: `target/<profile>/` next to the
+/// `roce` executable, where `scripts/build-so.sh` puts the symlink to `deps/libroce_ibverbs.so`.
+/// Builds the library with cargo when the executable sits in a workspace's target directory and
+/// the library is missing.
+pub fn lib_dir() -> Result<PathBuf, String> {
+    let exe =
+        std::env::current_exe().map_err(|e| format!("cannot find the roce executable: {e}"))?;
+    let mut dir = exe
+        .parent()
+        .map(Path::to_path_buf)
+        .ok_or("roce executable has no directory")?;
+    // `cargo test` binaries live in target/<profile>/deps.
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let link = dir.join("libibverbs.so.1");
+    let lib = dir.join("deps").join("libroce_ibverbs.so");
+    if !lib.exists() && !link.exists() {
+        // target/<profile>/roce → workspace = target/..
+        let profile = dir
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("debug")
+            .to_string();
+        let ws = dir
+            .parent()
+            .and_then(Path::parent)
+            .ok_or("cannot locate the workspace")?;
+        if ws.join("Cargo.toml").exists() {
+            let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+            c.current_dir(ws)
+                .args(["build", "-q", "-p", "roce-ibverbs"]);
+            if profile == "release" {
+                c.arg("--release");
+            }
+            let st = c
+                .status()
+                .map_err(|e| format!("cargo build -p roce-ibverbs: {e}"))?;
+            if !st.success() {
+                return Err("cargo build -p roce-ibverbs failed".into());
+            }
+        }
+    }
+    if lib.exists() {
+        // Atomic (re)creation of the symlink, as build-so.sh does with `ln -sfn`.
+        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        if std::os::unix::fs::symlink("deps/libroce_ibverbs.so", &tmp).is_ok() {
+            let _ = std::fs::rename(&tmp, &link);
+        }
+    }
+    if link.exists() {
+        Ok(dir)
+    } else {
+        Err(format!(
+            "no libibverbs.so.1 in {}: run provider/libibverbs/scripts/build-so.sh (or pass --lib-dir)",
+            dir.display()
+        ))
+    }
+}
+
+/// `roce run`: never returns on success (exec); returns the exit code on failure.
+pub fn run(a: &RunArgs) -> u8 {
+    let dir = match a.lib_dir.clone().or_else(|| {
+        std::env::var_os("ROCE_LIB_DIR")
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+    }) {
+        Some(d) => d,
+        None => match lib_dir() {
+            Ok(d) => d,
+            Err(e) => {
+                eprintln!("roce run: {e}");
+                return 127;
+            }
+        },
+    };
+    let mut ld = OsString::from(dir.as_os_str());
+    if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|s| !s.is_empty()) {
+        ld.push(":");
+        ld.push(old);
+    }
+    let mut c = Command::new(&a.cmd[0]);
+    c.args(&a.cmd[1..]).env("LD_LIBRARY_PATH", ld);
+    if let Some(ip) = &a.ip {
+        if ip.parse::<std::net::IpAddr>().is_err() {
+            eprintln!("roce run: --ip {ip:?} is not an IP address");
+            return 2;
+        }
+        c.env("ROCE_IP", ip);
+    }
+    if let Some(m) = a.mtu {
+        if ![256, 512, 1024, 2048, 4096].contains(&m) {
+            eprintln!("roce run: --mtu must be 256, 512, 1024, 2048 or 4096");
+            return 2;
+        }
+        c.env("ROCE_MTU", m.to_string());
+    }
+    if let Some(p) = &a.pcap {
+        c.env("ROCE_PCAP", p);
+    }
+    if let Some(l) = &a.loss {
+        c.env("ROCE_LOSS", l);
+    }
+    if let Some(r) = &a.reorder {
+        c.env("ROCE_REORDER", r);
+    }
+    if let Some(n) = &a.name {
+        c.env("ROCE_DEV_NAME", n);
+    }
+    use std::os::unix::process::CommandExt;
+    let e = c.exec();
+    eprintln!("roce run: cannot run {:?}: {e}", a.cmd[0]);
+    if e.kind() == std::io::ErrorKind::NotFound {
+        127
+    } else {
+        126
+    }
+}
+
+/// Arguments of `roce devices`.
+#[derive(Debug, Args)]
+pub struct DevicesArgs {
+    /// Statistics directory (default `$ROCE_STAT_DIR`, `$XDG_RUNTIME_DIR/roce`, `/tmp/roce-<uid>`).
+    #[arg(long)]
+    pub stat_dir: Option<PathBuf>,
+}
+
+/// `roce devices`.
+pub fn devices(a: &DevicesArgs, out: &mut dyn Write) -> u8 {
+    let cfg = Config::from_env();
+    let _ = writeln!(
+        out,
+        "configured here: {} ip {} mtu {} (ROCE_IP / ROCE_DEV_NAME / ROCE_MTU)",
+        cfg.name, cfg.ip, cfg.mtu
+    );
+    let files = stat::read_all(a.stat_dir.as_deref());
+    let live: Vec<_> = files.iter().filter(|f| f.alive).collect();
+    if live.is_empty() {
+        let _ = writeln!(out, "no emulated device running");
+    } else {
+        let _ = writeln!(
+            out,
+            "{:<10} {:<20} {:>8} {:>6}",
+            "device", "ip", "pid", "mtu"
+        );
+        for f in live {
+            let _ = writeln!(
+                out,
+                "{:<10} {:<20} {:>8} {:>6}",
+                f.get("name").unwrap_or("?"),
+                f.get("ip").unwrap_or("?"),
+                f.get("pid").unwrap_or("?"),
+                f.get("mtu").unwrap_or("?")
+            );
+        }
+    }
+    0
+}
+
+/// Arguments of `roce stat`.
+#[derive(Debug, Args)]
+pub struct StatArgs {
+    /// Only devices with this IP address.
+    #[arg(long)]
+    pub ip: Option<String>,
+    /// Only devices with this name.
+    #[arg(long)]
+    pub dev: Option<String>,
+    /// Also show counters that are zero.
+    #[arg(short, long)]
+    pub all: bool,
+    /// Include devices whose process has exited (files left behind by a crash).
+    #[arg(long)]
+    pub stale: bool,
+    /// Statistics directory.
+    #[arg(long)]
+    pub stat_dir: Option<PathBuf>,
+}
+
+/// `roce stat`: one block per running device, `name value` per counter.
+pub fn stat(a: &StatArgs, out: &mut dyn Write) -> u8 {
+    let dir = a.stat_dir.clone().unwrap_or_else(default_stat_dir);
+    let files = stat::read_all(Some(&dir));
+    let mut shown = 0;
+    for f in files {
+        if !f.alive && !a.stale {
+            continue;
+        }
+        if a.ip.as_deref().is_some_and(|ip| f.get("ip") != Some(ip)) {
+            continue;
+        }
+        if a.dev.as_deref().is_some_and(|d| f.get("name") != Some(d)) {
+            continue;
+        }
+        shown += 1;
+        let _ = writeln!(
+            out,
+            "link {}/1 ip {} pid {}{}",
+            f.get("name").unwrap_or("?"),
+            f.get("ip").unwrap_or("?"),
+            f.get("pid").unwrap_or("?"),
+            if f.alive { "" } else { " (exited)" }
+        );
+        for (n, v) in &f.counters {
+            if *v != 0 || a.all {
+                let _ = writeln!(out, "    {n} {v}");
+            }
+        }
+    }
+    if shown == 0 {
+        let _ = writeln!(
+            out,
+            "no emulated device running (statistics in {})",
+            dir.display()
+        );
+    }
+    0
+}
