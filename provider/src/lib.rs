@@ -4,3 +4,4 @@ pub mod udp;
 pub mod decode;
 pub mod runtime;
 pub mod verbs;
+pub mod cli;
