@@ -5,3 +5,4 @@ pub mod decode;
 pub mod runtime;
 pub mod verbs;
 pub mod cli;
+pub mod bench;

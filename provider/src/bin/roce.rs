@@ -17,6 +17,11 @@ enum Command {
     ///
     /// Exit status: 0 all complete packets valid, 1 some ICRC bad, 2 a file unreadable.
     Decode(roce_provider::decode::DecodeArgs),
+    /// Benchmark RC Write/Read/Send bandwidth and Send/Recv latency between two emulated NICs
+    /// (127.0.0.1 and 127.0.0.2 by default), each next to the raw UDP ceiling of this machine.
+    ///
+    /// Exit status: 0 done, 1 a `--check` target missed, 2 error.
+    Bench(roce_provider::bench::BenchArgs),
     /// Run an unmodified verbs program on an emulated NIC (sets LD_LIBRARY_PATH and ROCE_*).
     ///
     /// Example: roce run --ip 127.0.0.2 -- ibv_rc_pingpong -g 1 127.0.0.1
@@ -36,6 +41,11 @@ fn main() -> ExitCode {
             let code = roce_provider::decode::run(&args, &mut out, &mut std::io::stderr());
             let _ = std::io::Write::flush(&mut out);
             ExitCode::from(code)
+        }
+        Command::Bench(args) => {
+            let stdout = std::io::stdout();
+            let mut out = stdout.lock();
+            ExitCode::from(roce_provider::bench::run(&args, &mut out, &mut std::io::stderr()))
         }
         Command::Run(args) => ExitCode::from(roce_provider::cli::run(&args)),
         Command::Devices(args) => ExitCode::from(roce_provider::cli::devices(&args, &mut std::io::stdout())),

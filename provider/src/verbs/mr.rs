@@ -117,6 +117,22 @@ impl Drop for DmaBuf {
     }
 }
 
+/// Copies in pieces of at most 2 KiB: glibc's `rep movsb` path is 20-30x slower on this
+/// project's CPUs when the destination sits a few bytes past the source modulo 4096, and short
+/// copies take the vector path instead (see the performance notes).
+///
+/// # Safety
+/// As `copy_nonoverlapping`.
+unsafe fn chunked_copy(src: *const u8, dst: *mut u8, len: usize) {
+    const CHUNK: usize = 2048;
+    let mut off = 0;
+    while off < len {
+        let n = CHUNK.min(len - off);
+        std::ptr::copy_nonoverlapping(src.add(off), dst.add(off), n);
+        off += n;
+    }
+}
+
 impl roce_emu::MemoryRegion for DmaBuf {
     fn len(&self) -> usize {
         self.len
@@ -124,12 +140,12 @@ impl roce_emu::MemoryRegion for DmaBuf {
     fn read(&self, off: usize, dst: &mut [u8]) {
         let p = self.check(off, dst.len());
         // SAFETY: `p..p+len` is inside the allocation; `dst` is a distinct Rust buffer.
-        unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) }
+        unsafe { chunked_copy(p, dst.as_mut_ptr(), dst.len()) }
     }
     fn write(&self, off: usize, src: &[u8]) {
         let p = self.check(off, src.len());
         // SAFETY: as in `read`.
-        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len()) }
+        unsafe { chunked_copy(src.as_ptr(), p, src.len()) }
     }
     fn atomic_cmp_swap(&self, off: usize, cmp: u64, swap: u64) -> u64 {
         match self

@@ -1,0 +1,196 @@
+//! `roce bench`: RC Write / Read / Send bandwidth over message sizes and 64-byte Send/Recv
+//! latency between two emulated NICs, each next to the raw UDP ceiling of the same machine
+//! (same datagram size, same I/O technique), perftest-style.
+//!
+//! * In one process (default): two devices on 127.0.0.1 and 127.0.0.2, each with its own
+//!   runtime threads; the active side runs in the calling thread, the passive side's work
+//!   (reposting receives, echoing) in a thread of its own.
+//! * Two hosts: `roce bench --server` on one, `roce bench --client HOST` on the other; a TCP
+//!   control connection (port 18515) exchanges endpoints and starts/stops each test.
+//!
+//! Ratios compare packet rates: RoCE data packets per second (messages/s × packets per
+//! message) over raw UDP datagrams per second at the RoCE datagram size. The raw UDP baseline is
+//! [`crate::udp::baseline`]: GSO send + GRO receive, which is what the runtime's datapath uses,
+//! and, for `--check`, one datagram per packet with `sendmmsg`/`recvmmsg`.
+mod measure;
+mod report;
+
+use crate::verbs::{parse_mtu, Mtu};
+use clap::Args;
+use std::io::Write;
+use std::net::IpAddr;
+use std::time::Duration;
+
+pub use measure::{BwResult, LatResult, Op};
+pub use report::{Check, Report};
+
+/// `roce bench` arguments.
+#[derive(Debug, Clone, Args)]
+pub struct BenchArgs {
+    /// Print one JSON object instead of tables.
+    #[arg(long)]
+    pub json: bool,
+    /// Short run (3 sizes, 50 ms per point): a smoke test, not a measurement.
+    #[arg(long)]
+    pub quick: bool,
+    /// Also measure 1% loss and 1,000 QPs, print the issue-6 ratios, exit 1 if one misses.
+    #[arg(long)]
+    pub check: bool,
+    /// Serve the passive side for a `--client` on another host (control port `--port`).
+    #[arg(long, conflicts_with = "client")]
+    pub server: bool,
+    /// Run the active side against `roce bench --server` at HOST[:PORT].
+    #[arg(long, value_name = "HOST[:PORT]")]
+    pub client: Option<String>,
+    /// This device's IP (default 127.0.0.1; 127.0.0.2 with --client).
+    #[arg(long)]
+    pub ip: Option<IpAddr>,
+    /// The second device's IP in one-process mode.
+    #[arg(long, default_value = "127.0.0.2")]
+    pub peer_ip: IpAddr,
+    /// TCP control port for --server / --client.
+    #[arg(long, default_value_t = crate::verbs::exchange::DEFAULT_PORT)]
+    pub port: u16,
+    /// Seconds per bandwidth point (and per baseline point).
+    #[arg(long, value_name = "SECS")]
+    pub duration: Option<f64>,
+    /// Message sizes, e.g. `64,4K,64K,1M` (default: powers of two 64 B … 1 MiB).
+    #[arg(long, value_delimiter = ',', value_parser = parse_size)]
+    pub sizes: Option<Vec<usize>>,
+    /// Path MTU: 256 … 4096.
+    #[arg(long, default_value = "4096", value_parser = parse_mtu_arg)]
+    pub mtu: Mtu,
+    /// Latency round trips.
+    #[arg(long)]
+    pub iters: Option<usize>,
+    /// Tests to run: any of write, read, send, lat.
+    #[arg(long, value_delimiter = ',', default_value = "write,read,send,lat")]
+    pub tests: Vec<String>,
+    /// Skip the raw UDP baseline.
+    #[arg(long)]
+    pub no_baseline: bool,
+}
+
+fn parse_mtu_arg(s: &str) -> Result<Mtu, String> {
+    parse_mtu(s).map_err(|e| e.to_string())
+}
+
+/// `64`, `4K`, `64KiB`, `1M` → bytes.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let t = s.trim().to_ascii_uppercase();
+    let t = t.trim_end_matches("IB").trim_end_matches('B');
+    let (num, mul) = match t.chars().last() {
+        Some('K') => (&t[..t.len() - 1], 1024),
+        Some('M') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    let n: usize = num
+        .trim()
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size (e.g. 64, 4K, 1M)"))?;
+    let v = n * mul;
+    if v == 0 || v > 1 << 30 {
+        return Err(format!("{s:?}: sizes go from 1 B to 1 GiB"));
+    }
+    Ok(v)
+}
+
+/// Effective settings after defaults.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Message sizes.
+    pub sizes: Vec<usize>,
+    /// Per bandwidth point.
+    pub duration: Duration,
+    /// Latency round trips.
+    pub iters: usize,
+    /// Which tests.
+    pub ops: Vec<Op>,
+    /// Latency test.
+    pub latency: bool,
+    /// Path MTU.
+    pub mtu: Mtu,
+    /// Raw UDP baseline.
+    pub baseline: bool,
+    /// Extra --check measurements.
+    pub check: bool,
+}
+
+impl Plan {
+    /// From the arguments.
+    pub fn from_args(a: &BenchArgs) -> Result<Plan, String> {
+        let sizes = match (&a.sizes, a.quick) {
+            (Some(s), _) => s.clone(),
+            (None, true) => vec![64, 4096, 65536],
+            (None, false) => (6..=20).map(|p| 1usize << p).collect(),
+        };
+        let duration = Duration::from_secs_f64(
+            a.duration
+                .unwrap_or(if a.quick { 0.05 } else { 0.25 })
+                .clamp(0.001, 60.0),
+        );
+        let iters = a.iters.unwrap_or(if a.quick { 300 } else { 5000 }).max(1);
+        let mut ops = Vec::new();
+        let mut latency = false;
+        for t in &a.tests {
+            match t.trim() {
+                "write" => ops.push(Op::Write),
+                "read" => ops.push(Op::Read),
+                "send" => ops.push(Op::Send),
+                "lat" | "latency" => latency = true,
+                other => return Err(format!("unknown test {other:?} (write, read, send, lat)")),
+            }
+        }
+        Ok(Plan {
+            sizes,
+            duration,
+            iters,
+            ops,
+            latency,
+            mtu: a.mtu,
+            baseline: !a.no_baseline,
+            check: a.check,
+        })
+    }
+}
+
+/// Runs `roce bench`; returns the exit status (0 ok, 1 a `--check` target missed, 2 error).
+pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
+    let plan = match Plan::from_args(args) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = writeln!(err, "roce bench: {e}");
+            return 2;
+        }
+    };
+    let res = if args.server {
+        let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        measure::serve(ip, args.port, plan.mtu, err).map(|_| None)
+    } else if let Some(addr) = &args.client {
+        let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 2]));
+        measure::client(ip, addr, args.port, &plan, err).map(Some)
+    } else {
+        let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        measure::in_process(ip, args.peer_ip, &plan, err).map(Some)
+    };
+    match res {
+        Ok(None) => 0,
+        Ok(Some(report)) => {
+            if args.json {
+                let _ = writeln!(out, "{}", report.to_json());
+            } else {
+                let _ = report.print(out);
+            }
+            let _ = out.flush();
+            if plan.check && report.checks.iter().any(|c| !c.pass) {
+                1
+            } else {
+                0
+            }
+        }
+        Err(e) => {
+            let _ = writeln!(err, "roce bench: {e}");
+            2
+        }
+    }
+}

@@ -1,0 +1,419 @@
+//! Results, ratios against the raw UDP ceiling, the issue-6 checks, tables and JSON.
+use super::measure::{BwResult, LatResult, Op};
+use super::Plan;
+use crate::udp::baseline::PingPong;
+use serde::Serialize;
+use serde_json::json;
+use std::io::{self, Write};
+use std::net::IpAddr;
+
+/// A raw UDP throughput baseline.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct Baseline {
+    /// `gso_gro` or `mmsg`.
+    pub technique: &'static str,
+    /// UDP payload bytes per datagram.
+    pub datagram_size: usize,
+    /// Payload Gbit/s.
+    pub gbit_per_s: f64,
+    /// Datagrams per second.
+    pub datagrams_per_s: f64,
+}
+
+/// One bandwidth row.
+#[derive(Clone, Copy, Debug)]
+pub struct BwRow {
+    /// Operation.
+    pub op: Op,
+    /// Message size.
+    pub size: usize,
+    /// Result.
+    pub r: BwResult,
+    /// Data packets per message.
+    pub pkts: u64,
+    /// RoCE datagram size (UDP payload).
+    pub dgram: usize,
+    /// Raw UDP at that size with GSO/GRO.
+    pub base: Option<Baseline>,
+}
+
+impl BwRow {
+    pub(crate) fn new(
+        op: Op,
+        r: BwResult,
+        pkts: u64,
+        dgram: usize,
+        base: Option<Baseline>,
+    ) -> BwRow {
+        BwRow {
+            op,
+            size: r.size,
+            r,
+            pkts,
+            dgram,
+            base,
+        }
+    }
+    /// RoCE data packets per second.
+    pub fn pkt_per_s(&self) -> f64 {
+        self.r.msg_per_s() * self.pkts as f64
+    }
+    /// Packet rate over the baseline's datagram rate.
+    pub fn ratio(&self) -> Option<f64> {
+        self.base
+            .map(|b| self.pkt_per_s() / b.datagrams_per_s.max(1.0))
+    }
+}
+
+/// The latency row.
+#[derive(Clone, Copy, Debug)]
+pub struct LatRow {
+    /// RoCE.
+    pub r: LatResult,
+    /// Raw UDP ping-pong at the same datagram size.
+    pub base: Option<PingPong>,
+}
+
+impl LatRow {
+    pub(crate) fn new(r: LatResult, base: Option<PingPong>) -> LatRow {
+        LatRow { r, base }
+    }
+    fn base_us(&self) -> Option<(f64, f64)> {
+        self.base
+            .map(|b| (b.p50.as_secs_f64() * 1e6, b.p99.as_secs_f64() * 1e6))
+    }
+}
+
+/// `--check` extras.
+#[derive(Clone, Copy, Debug)]
+pub struct Scale {
+    /// 64 KiB Write, lossless, measured right before the others.
+    pub lossless: BwResult,
+    /// 64 KiB Write with 1% loss injected on both devices (None: the extra devices could not
+    /// be opened).
+    pub lossy: Option<BwResult>,
+    /// Addresses of the lossy pair.
+    pub lossy_ips: (IpAddr, IpAddr),
+    /// 1,000 QPs aggregate, 64 KiB Writes.
+    pub many: BwResult,
+    /// QPs.
+    pub qps: usize,
+    /// Engine memory per QP (state + queues), bytes.
+    pub bytes_per_qp: usize,
+}
+
+/// One issue-6 target.
+#[derive(Clone, Debug, Serialize)]
+pub struct Check {
+    /// What.
+    pub name: String,
+    /// Measured ratio.
+    pub value: f64,
+    /// Target.
+    pub target: f64,
+    /// `>=` or `<=`.
+    pub op: &'static str,
+    /// Met.
+    pub pass: bool,
+}
+
+/// Everything one run measured.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Path MTU.
+    pub mtu: u32,
+    /// Seconds per point.
+    pub duration: f64,
+    /// Active device.
+    pub local_ip: IpAddr,
+    /// Bandwidth rows.
+    pub bw: Vec<BwRow>,
+    /// Latency.
+    pub lat: Option<LatRow>,
+    /// Raw UDP one datagram per packet, 64 KiB Write datagram size.
+    pub mmsg_64k: Option<Baseline>,
+    /// Same at the 64 B Write datagram size.
+    pub mmsg_64b: Option<Baseline>,
+    /// Loss and scale.
+    pub scale: Option<Scale>,
+    /// Issue-6 checks (with `--check`).
+    pub checks: Vec<Check>,
+}
+
+impl Report {
+    pub(crate) fn new(plan: &Plan, local_ip: IpAddr) -> Report {
+        Report {
+            mtu: plan.mtu.bytes(),
+            duration: plan.duration.as_secs_f64(),
+            local_ip,
+            bw: Vec::new(),
+            lat: None,
+            mmsg_64k: None,
+            mmsg_64b: None,
+            scale: None,
+            checks: Vec::new(),
+        }
+    }
+
+    fn row(&self, op: Op, size: usize) -> Option<&BwRow> {
+        self.bw.iter().find(|r| r.op == op && r.size == size)
+    }
+
+    /// Fills `checks` from what was measured (issue 6, "How it is checked").
+    pub(crate) fn compute_checks(&mut self) {
+        let mut c = Vec::new();
+        let mut ge = |name: String, value: Option<f64>, target: f64| {
+            if let Some(v) = value {
+                c.push(Check {
+                    name,
+                    value: v,
+                    target,
+                    op: ">=",
+                    pass: v >= target,
+                });
+            }
+        };
+        let vs_mmsg =
+            |r: &BwRow, b: Option<Baseline>| b.map(|b| r.pkt_per_s() / b.datagrams_per_s.max(1.0));
+        if let Some(r) = self.row(Op::Write, 65536) {
+            ge(
+                "RC Write 64 KiB / raw UDP sendmmsg+recvmmsg (packets/s)".into(),
+                vs_mmsg(r, self.mmsg_64k),
+                0.85,
+            );
+            ge(
+                "RC Write 64 KiB / raw UDP GSO+GRO (packets/s)".into(),
+                r.ratio(),
+                0.60,
+            );
+        }
+        if let Some(r) = self.row(Op::Read, 65536) {
+            ge(
+                "RC Read 64 KiB / raw UDP sendmmsg+recvmmsg (packets/s)".into(),
+                vs_mmsg(r, self.mmsg_64k),
+                0.75,
+            );
+        }
+        if let Some(r) = self.row(Op::Send, 65536) {
+            ge(
+                "RC Send 64 KiB / raw UDP sendmmsg+recvmmsg (packets/s)".into(),
+                vs_mmsg(r, self.mmsg_64k),
+                0.80,
+            );
+        }
+        if let Some(r) = self.row(Op::Write, 64) {
+            ge(
+                "RC Write 64 B message rate / raw UDP datagrams/s (sendmmsg+recvmmsg)".into(),
+                vs_mmsg(r, self.mmsg_64b),
+                0.60,
+            );
+        }
+        if let Some(l) = &self.lat {
+            if let Some((b50, b99)) = l.base_us() {
+                let v = l.r.p50_us / b50.max(1e-3);
+                c.push(Check {
+                    name: "RC Send/Recv 64 B p50 / raw UDP ping-pong p50".into(),
+                    value: v,
+                    target: 1.3,
+                    op: "<=",
+                    pass: v <= 1.3,
+                });
+                let v = l.r.p99_us / b99.max(1e-3);
+                c.push(Check {
+                    name: "RC Send/Recv 64 B p99 / raw UDP ping-pong p99".into(),
+                    value: v,
+                    target: 1.5,
+                    op: "<=",
+                    pass: v <= 1.5,
+                });
+            }
+        }
+        if let Some(s) = &self.scale {
+            let base = s.lossless.gbit_per_s().max(1e-9);
+            match s.lossy {
+                Some(l) => c.push(Check {
+                    name: "RC Write 64 KiB with 1% loss / lossless".into(),
+                    value: l.gbit_per_s() / base,
+                    target: 0.75,
+                    op: ">=",
+                    pass: l.gbit_per_s() / base >= 0.75,
+                }),
+                None => c.push(Check {
+                    name: "RC Write 64 KiB with 1% loss (devices not available)".into(),
+                    value: 0.0,
+                    target: 0.75,
+                    op: ">=",
+                    pass: false,
+                }),
+            }
+            let v = s.many.gbit_per_s() / base;
+            c.push(Check {
+                name: format!("{} RC QPs aggregate / one QP (64 KiB Write)", s.qps),
+                value: v,
+                target: 0.90,
+                op: ">=",
+                pass: v >= 0.90,
+            });
+        }
+        self.checks = c;
+    }
+
+    /// perftest-style tables.
+    pub fn print(&self, out: &mut dyn Write) -> io::Result<()> {
+        writeln!(
+            out,
+            "roce bench: RC, 1 QP, MTU {}, {:.2} s per point, {} -> peer",
+            self.mtu, self.duration, self.local_ip
+        )?;
+        writeln!(out, "ratio = RoCE data packets/s / raw UDP datagrams/s at the same datagram size (UDP GSO send + GRO receive, as our datapath)")?;
+        let mut last = None;
+        for r in &self.bw {
+            if last != Some(r.op) {
+                writeln!(out)?;
+                writeln!(out, " {} bandwidth", r.op.title())?;
+                writeln!(
+                    out,
+                    " {:>9} {:>11} {:>12} {:>12} {:>9} {:>13} {:>7}",
+                    "#bytes",
+                    "#iterations",
+                    "BW[Gb/sec]",
+                    "MsgRate[Mpps]",
+                    "dgram[B]",
+                    "rawUDP[Gb/s]",
+                    "ratio"
+                )?;
+                last = Some(r.op);
+            }
+            let (bg, ratio) = match (r.base, r.ratio()) {
+                (Some(b), Some(x)) => (format!("{:.2}", b.gbit_per_s), format!("{:.2}", x)),
+                _ => ("-".into(), "-".into()),
+            };
+            writeln!(
+                out,
+                " {:>9} {:>11} {:>12.3} {:>12.4} {:>9} {:>13} {:>7}",
+                r.size,
+                r.r.iterations,
+                r.r.gbit_per_s(),
+                r.r.msg_per_s() / 1e6,
+                r.dgram,
+                bg,
+                ratio
+            )?;
+        }
+        if let Some(l) = &self.lat {
+            writeln!(out)?;
+            writeln!(
+                out,
+                " RC Send/Recv latency, 64 B, round trip, both sides busy-polling"
+            )?;
+            writeln!(
+                out,
+                " {:>9} {:>11} {:>12} {:>12} {:>12} {:>20} {:>13}",
+                "#bytes",
+                "#iterations",
+                "t_min[usec]",
+                "t_p50[usec]",
+                "t_p99[usec]",
+                "rawUDP p50/p99[usec]",
+                "ratio p50/p99"
+            )?;
+            let (b, ratio) = match l.base_us() {
+                Some((b50, b99)) => (
+                    format!("{b50:.1}/{b99:.1}"),
+                    format!(
+                        "{:.2}/{:.2}",
+                        l.r.p50_us / b50.max(1e-3),
+                        l.r.p99_us / b99.max(1e-3)
+                    ),
+                ),
+                None => ("-".into(), "-".into()),
+            };
+            writeln!(
+                out,
+                " {:>9} {:>11} {:>12.1} {:>12.1} {:>12.1} {:>20} {:>13}",
+                64, l.r.iterations, l.r.min_us, l.r.p50_us, l.r.p99_us, b, ratio
+            )?;
+        }
+        if let Some(s) = &self.scale {
+            writeln!(out)?;
+            writeln!(out, " 64 KiB RC Write: lossless {:.3} Gb/s; 1% loss ({} -> {}) {}; {} QPs {:.3} Gb/s; engine memory {} B per QP", s.lossless.gbit_per_s(), s.lossy_ips.0, s.lossy_ips.1, s.lossy.map(|l| format!("{:.3} Gb/s", l.gbit_per_s())).unwrap_or_else(|| "n/a".into()), s.qps, s.many.gbit_per_s(), s.bytes_per_qp)?;
+        }
+        if !self.checks.is_empty() {
+            writeln!(out)?;
+            writeln!(
+                out,
+                " issue-6 targets (information: the machine is shared and noisy)"
+            )?;
+            for c in &self.checks {
+                writeln!(
+                    out,
+                    " {:<4} {:<72} {:>7.2} {} {:.2}",
+                    if c.pass { "ok" } else { "MISS" },
+                    c.name,
+                    c.value,
+                    c.op,
+                    c.target
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One JSON object.
+    pub fn to_json(&self) -> String {
+        let bw: Vec<_> = self
+            .bw
+            .iter()
+            .map(|r| {
+                json!({
+                    "test": r.op,
+                    "size": r.size,
+                    "iterations": r.r.iterations,
+                    "seconds": r.r.seconds,
+                    "gbit_per_s": r.r.gbit_per_s(),
+                    "msg_per_s": r.r.msg_per_s(),
+                    "packets_per_msg": r.pkts,
+                    "datagram_size": r.dgram,
+                    "baseline": r.base,
+                    "ratio": r.ratio(),
+                })
+            })
+            .collect();
+        let lat = self.lat.map(|l| {
+            json!({
+                "size": 64,
+                "iterations": l.r.iterations,
+                "min_us": l.r.min_us,
+                "p50_us": l.r.p50_us,
+                "p99_us": l.r.p99_us,
+                "baseline": l.base_us().map(|(a, b)| json!({"technique": "udp_pingpong_busy_poll", "p50_us": a, "p99_us": b})),
+                "ratio_p50": l.base_us().map(|(a, _)| l.r.p50_us / a.max(1e-3)),
+                "ratio_p99": l.base_us().map(|(_, b)| l.r.p99_us / b.max(1e-3)),
+            })
+        });
+        let scale = self.scale.map(|s| {
+            json!({
+                "lossless_gbit_per_s": s.lossless.gbit_per_s(),
+                "loss_1pct_gbit_per_s": s.lossy.map(|l| l.gbit_per_s()),
+                "qps": s.qps,
+                "qps_gbit_per_s": s.many.gbit_per_s(),
+                "engine_bytes_per_qp": s.bytes_per_qp,
+            })
+        });
+        json!({
+            "tool": "roce bench",
+            "transport": "RC",
+            "mtu": self.mtu,
+            "duration_s": self.duration,
+            "local_ip": self.local_ip.to_string(),
+            "ratio": "RoCE data packets/s / raw UDP datagrams/s at the same datagram size",
+            "bandwidth": bw,
+            "latency": lat,
+            "mmsg_baseline_64k": self.mmsg_64k,
+            "mmsg_baseline_64b": self.mmsg_64b,
+            "scale": scale,
+            "checks": self.checks,
+        })
+        .to_string()
+    }
+}
