@@ -234,7 +234,8 @@ impl MrTable {
                 continue;
             }
             let n = ((l - off) as usize).min(dst.len());
-            let (e, o) = self.check(s.lkey, pd, AccessFlags::EMPTY, s.addr + off, n as u64)?;
+            let va = s.addr.checked_add(off).ok_or(MemErr::Fault)?;
+            let (e, o) = self.check(s.lkey, pd, AccessFlags::EMPTY, va, n as u64)?;
             e.mem.read(o, &mut dst[..n]);
             dst = &mut dst[n..];
             off = 0;
@@ -258,7 +259,8 @@ impl MrTable {
                 continue;
             }
             let n = ((l - off) as usize).min(src.len());
-            let (e, o) = self.check(s.lkey, pd, AccessFlags::LOCAL_WRITE, s.addr + off, n as u64)?;
+            let va = s.addr.checked_add(off).ok_or(MemErr::Fault)?;
+            let (e, o) = self.check(s.lkey, pd, AccessFlags::LOCAL_WRITE, va, n as u64)?;
             e.mem.write(o, &src[..n]);
             src = &src[n..];
             off = 0;

@@ -169,3 +169,24 @@ fn duplicate_atomic_outside_resources_is_dropped() {
     assert_eq!(p.b.mem.load(0, 8), vec![0; 8]);
     let _ = aeth::CREDITS_INVALID;
 }
+
+#[test]
+fn hostile_addresses_do_not_overflow() {
+    let mut p = Pair::new(9, LinkConfig::default(), Opts::default());
+    // SGE at the top of the address space
+    let q = p.a.qpn;
+    let sg = [Sge { addr: u64::MAX - 2, length: 16, lkey: p.a.mr.lkey }];
+    let rkey = p.b.mr.rkey;
+    p.nic_a().post_send(q, &SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() }).unwrap();
+    p.run(10);
+    assert_eq!(p.scq_a()[0].status, WcStatus::LocProtErr);
+    // a zero-length READ at the top of the address space, then its duplicate with a length
+    let mut p = Pair::new(10, LinkConfig::default(), Opts::default());
+    let mut r = req(&p, Opcode::RC_RDMA_READ_REQUEST, 0x100, true);
+    r.reth = Some(reth::Repr { va: u64::MAX - 1, rkey: 1, dma_len: 0 });
+    inject(&mut p, r, &[]);
+    let mut r = req(&p, Opcode::RC_RDMA_READ_REQUEST, 0x100, true);
+    r.reth = Some(reth::Repr { va: u64::MAX, rkey: 1, dma_len: 0x7000_0000 });
+    inject(&mut p, r, &[]);
+    assert_eq!(drain_b(&mut p), vec![(s("RDMA_READ_RESPONSE_ONLY"), 0x100, Some(0x1F), 1)]);
+}

@@ -406,7 +406,8 @@ impl Qp {
         if flags.contains(OpFlags::READ) && !res.atomic {
             let reth = r.reth.unwrap_or_default();
             let (va, len) = (reth.va, reth.dma_len as u64);
-            let within = va >= res.va && len <= res.length as u64 && va + len <= res.va + res.length as u64;
+            let end = va.checked_add(len);
+            let within = va >= res.va && end.is_some_and(|e| e <= res.va.saturating_add(res.length as u64));
             if !within || reth.rkey != res.rkey {
                 ctx.ctr.req_dropped += 1;
                 return;
