@@ -1,0 +1,233 @@
+//! Shared helpers of the tool tests: run unmodified Debian binaries through `roce run`, a
+//! server on 127.0.0.1 and a client on 127.0.0.2, with timeouts, and check their output.
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Every tool pair binds 127.0.0.1:4791 and 127.0.0.2:4791: one pair at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+pub fn serial() -> MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+pub fn roce() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_roce"))
+}
+
+pub fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| PathBuf::from(d).join(name))
+        .find(|p| p.is_file())
+}
+
+/// True if the prerequisite is present; otherwise FAIL under `CI=true`, else a loud SKIP.
+pub fn prerequisite(ok: bool, what: &str) -> bool {
+    if ok {
+        return true;
+    }
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("prerequisite missing: {what}");
+    }
+    eprintln!("\n**************** SKIP: prerequisite missing: {what} ****************\n");
+    false
+}
+
+pub fn have_tools(tools: &[&str], pkg: &str) -> bool {
+    let missing: Vec<_> = tools.iter().filter(|t| which(t).is_none()).collect();
+    prerequisite(
+        missing.is_empty(),
+        &format!("{missing:?} (apt-get install {pkg})"),
+    )
+}
+
+/// A finished process.
+#[derive(Debug)]
+pub struct Out {
+    pub code: Option<i32>,
+    pub timed_out: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Out {
+    pub fn all(&self) -> String {
+        format!("{}{}", self.stdout, self.stderr)
+    }
+}
+
+pub struct Proc {
+    child: Child,
+    start: Instant,
+}
+
+/// Starts `roce run <run_args> -- <cmd...>` with piped output.
+pub fn spawn(run_args: &[String], cmd: &[String], env: &[(&str, &str)]) -> Proc {
+    let mut c = Command::new(roce());
+    c.arg("run").args(run_args).arg("--").args(cmd);
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        c.env(k, v);
+    }
+    Proc {
+        child: c.spawn().expect("spawn roce run"),
+        start: Instant::now(),
+    }
+}
+
+impl Proc {
+    /// Waits until `deadline` after start; kills the process on timeout.
+    pub fn wait(mut self, limit: Duration) -> Out {
+        let mut timed_out = false;
+        loop {
+            match self.child.try_wait() {
+                Ok(Some(_)) => break,
+                Ok(None) if self.start.elapsed() > limit => {
+                    timed_out = true;
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    break;
+                }
+                Ok(None) => std::thread::sleep(Duration::from_millis(10)),
+                Err(_) => break,
+            }
+        }
+        let code = if timed_out {
+            None
+        } else {
+            self.child.wait().ok().and_then(|s| s.code())
+        };
+        let mut stdout = String::new();
+        let mut stderr = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            let _ = o.read_to_string(&mut stdout);
+        }
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut stderr);
+        }
+        Out {
+            code,
+            timed_out,
+            stdout,
+            stderr,
+        }
+    }
+
+    pub fn kill(mut self) -> Out {
+        let _ = self.child.kill();
+        self.wait(Duration::from_secs(5))
+    }
+
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+}
+
+/// Is a TCP port listening on any address (from /proc/net/tcp)?
+pub fn tcp_listening(port: u16) -> bool {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"].iter().any(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| {
+            t.lines().skip(1).any(|l| {
+                let v: Vec<_> = l.split_whitespace().collect();
+                v.len() > 3 && v[1].ends_with(&want) && v[3] == "0A"
+            })
+        })
+    })
+}
+
+/// Is UDP `ip:4791` bound by anyone (from /proc/net/udp)?
+pub fn udp_bound(ip: [u8; 4]) -> bool {
+    let want = format!("{:02X}{:02X}{:02X}{:02X}:12B7", ip[3], ip[2], ip[1], ip[0]);
+    std::fs::read_to_string("/proc/net/udp").is_ok_and(|t| {
+        t.lines()
+            .skip(1)
+            .any(|l| l.split_whitespace().nth(1) == Some(&want))
+    })
+}
+
+/// Waits until 127.0.0.1:4791 and 127.0.0.2:4791 are free (another test program may hold them).
+pub fn wait_udp_free(limit: Duration) -> bool {
+    let t = Instant::now();
+    while udp_bound([127, 0, 0, 1]) || udp_bound([127, 0, 0, 2]) {
+        if t.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    true
+}
+
+/// Result of one server/client pair.
+pub struct PairOut {
+    pub server: Out,
+    pub client: Out,
+    pub secs: f64,
+}
+
+/// Runs a server (127.0.0.1) and a client (127.0.0.2 → 127.0.0.1) of `tool`. `port` is the TCP
+/// port the tool exchanges addresses on (passed with `-p`), `extra_run` extra `roce run` options.
+pub fn pair(
+    tool: &str,
+    args: &[&str],
+    port: u16,
+    extra_run: &[String],
+    limit: Duration,
+) -> PairOut {
+    let t0 = Instant::now();
+    assert!(
+        wait_udp_free(Duration::from_secs(30)),
+        "127.0.0.1/2:4791 stayed busy (another program?)"
+    );
+    let mut sargs: Vec<String> = vec![tool.into()];
+    sargs.extend(args.iter().map(|s| s.to_string()));
+    sargs.extend(["-p".into(), port.to_string()]);
+    let mut cargs = sargs.clone();
+    cargs.push("127.0.0.1".into());
+    let mut srun = vec!["--ip".to_string(), "127.0.0.1".into()];
+    srun.extend(extra_run.iter().cloned());
+    let mut crun = vec!["--ip".to_string(), "127.0.0.2".into()];
+    crun.extend(extra_run.iter().cloned());
+    let mut server = spawn(&srun, &sargs, &[]);
+    let t = Instant::now();
+    while !tcp_listening(port) && t.elapsed() < Duration::from_secs(10) && !server.exited() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let client = spawn(&crun, &cargs, &[]);
+    let client = client.wait(limit);
+    let server = if client.timed_out {
+        server.kill()
+    } else {
+        server.wait(limit)
+    };
+    PairOut {
+        server,
+        client,
+        secs: t0.elapsed().as_secs_f64(),
+    }
+}
+
+/// Lines of perftest output that carry the figures (after the `#bytes` header).
+pub fn figures(out: &str) -> Vec<String> {
+    let mut v = Vec::new();
+    let mut on = false;
+    for l in out.lines() {
+        if l.trim_start().starts_with("#bytes") {
+            on = true;
+            v.push(l.trim().to_string());
+            continue;
+        }
+        if on && l.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+            v.push(l.trim().to_string());
+        }
+    }
+    v
+}
