@@ -158,6 +158,17 @@ pub struct Stats {
     pub counters: Vec<(String, u64)>,
 }
 
+/// Who runs a progress pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// The program, polling a CQ (or calling `progress`).
+    Poll,
+    /// The program, posting work.
+    Post,
+    /// The background thread.
+    Thread,
+}
+
 /// Everything behind the engine lock.
 struct Engine {
     nic: Nic,
@@ -325,7 +336,7 @@ impl Device {
     ) -> roce_emu::Result<()> {
         let mut e = self.shared.lock();
         e.nic.post_send_inline(qpn, wr, inline)?;
-        self.shared.progress(&mut e, true);
+        self.shared.progress(&mut e, Origin::Post);
         Ok(())
     }
 
@@ -346,7 +357,7 @@ impl Device {
             }
             n += 1;
         }
-        self.shared.progress(&mut e, true);
+        self.shared.progress(&mut e, Origin::Post);
         (n, res)
     }
 
@@ -372,14 +383,14 @@ impl Device {
         if n > 0 || wc.is_empty() {
             return n;
         }
-        self.shared.progress(&mut e, true);
+        self.shared.progress(&mut e, Origin::Poll);
         e.nic.poll_cq(cq, wc)
     }
 
     /// One inline progress run (receive, timers, transmit, events); returns the datagrams moved.
     pub fn progress(&self) -> usize {
         let mut e = self.shared.lock();
-        self.shared.progress(&mut e, true)
+        self.shared.progress(&mut e, Origin::Poll)
     }
 
     /// `ibv_req_notify_cq`: arms `cq`; the next (solicited) completion calls its comp handler.
@@ -453,13 +464,22 @@ impl Shared {
     }
 
     /// Receive (engine socket, non-blocking) → timers → transmit → events.
-    fn progress(&self, e: &mut Engine, inline: bool) -> usize {
+    fn progress(&self, e: &mut Engine, from: Origin) -> usize {
         let now = self.now();
-        if inline {
-            self.app_last.store(now.as_nanos().max(1), Relaxed);
-            self.ctr.progress_inline.fetch_add(1, Relaxed);
-        } else {
-            self.ctr.progress_thread.fetch_add(1, Relaxed);
+        let inline = from != Origin::Thread;
+        match from {
+            // Only a program that polls its CQs progresses while it waits; one that spins on
+            // memory (ib_write_lat) and only posts needs the thread to watch the socket.
+            Origin::Poll => {
+                self.app_last.store(now.as_nanos().max(1), Relaxed);
+                self.ctr.progress_inline.fetch_add(1, Relaxed);
+            }
+            Origin::Post => {
+                self.ctr.progress_inline.fetch_add(1, Relaxed);
+            }
+            Origin::Thread => {
+                self.ctr.progress_thread.fetch_add(1, Relaxed);
+            }
         }
         let mut moved = 0;
         // At most a few batches, so a flood cannot starve the caller.
@@ -782,7 +802,7 @@ fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
                     let Engine { nic, pcap, .. } = &mut *e;
                     s.handle_batch(nic, &rx, pcap.as_mut(), now);
                 }
-                s.progress(&mut e, false);
+                s.progress(&mut e, Origin::Thread);
             }
             Err(err) => {
                 tracing::debug!(%err, "progress thread recv");
