@@ -111,6 +111,10 @@ const RQ_DEPTH: u32 = 512;
 const WINDOW_BYTES: usize = 2 << 20;
 const T: Duration = Duration::from_secs(20);
 
+/// Whether devices run the runtime's background progress thread (`--no-progress-thread`
+/// turns it off; the passive side then always has a polling thread of its own).
+pub(crate) static PROGRESS_THREAD: AtomicBool = AtomicBool::new(true);
+
 fn e2s(e: Error) -> String {
     e.to_string()
 }
@@ -128,6 +132,7 @@ impl Side {
         let cfg = DeviceConfig {
             mtu,
             loss,
+            progress_thread: PROGRESS_THREAD.load(Ordering::Relaxed),
             ..DeviceConfig::new(ip)
         };
         let ctx = cfg.open().map_err(|e| format!("{e} (is another `roce bench` or program using {ip}:4791? pick others with --ip/--peer-ip)"))?;
@@ -173,6 +178,7 @@ fn bw_loop(
         Op::Read => SendRequest::read(0, &local, remote),
         _ => SendRequest::send(0, &local),
     };
+    let batch = [wr; 32];
     let mut wcs = [WorkCompletion::default(); 64];
     let (mut outstanding, mut done) = (0usize, 0u64);
     let start = Instant::now();
@@ -180,11 +186,11 @@ fn bw_loop(
     let mut last = start;
     let mut posting = true;
     loop {
-        if posting {
-            while outstanding < depth {
-                qp.post(&wr).map_err(e2s)?;
-                outstanding += 1;
-            }
+        if posting && outstanding < depth {
+            // post what the window allows as one list: one transmit (one GSO run) per list
+            let k = (depth - outstanding).min(batch.len());
+            qp.post_batch(&batch[..k]).map_err(e2s)?;
+            outstanding += k;
         }
         let n = cq.poll(&mut wcs).map_err(e2s)?.len();
         for wc in &wcs[..n] {
@@ -312,16 +318,18 @@ impl Passive for LocalPassive {
         let endpoint = qp.endpoint();
         let qp = qp.handshake(s.endpoint).map_err(e2s)?;
         let remote = self.side.mr.remote_slice(..s.size.max(64));
-        if posted > 0 {
-            let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(AtomicBool::new(false));
+        let h = if posted > 0 || !PROGRESS_THREAD.load(Ordering::Relaxed) {
             let (st, q, mr, op) = (stop.clone(), qp.clone(), self.side.mr.clone(), s.op);
-            let h = std::thread::spawn(move || responder(&q, &cq, &mr, op, size, &st));
-            self.running = Some((stop, h, qp));
+            std::thread::spawn(move || responder(&q, &cq, &mr, op, size, &st))
         } else {
-            // keep the QP (and its CQ, through it) alive until stop
-            let stop = Arc::new(AtomicBool::new(true));
-            self.running = Some((stop, std::thread::spawn(|| Ok(())), qp));
-        }
+            // WRITE/READ: the device's progress thread answers; keep the CQ alive with the QP
+            std::thread::spawn(move || {
+                drop(cq);
+                Ok(())
+            })
+        };
+        self.running = Some((stop, h, qp));
         Ok(Ready { endpoint, remote })
     }
     fn stop(&mut self) -> Result<(), String> {
@@ -334,7 +342,8 @@ impl Passive for LocalPassive {
     }
 }
 
-/// Send: repost every receive. Latency: repost and answer each message with one of its own.
+/// Drives the passive device (polling its CQ progresses it: ACKs, READ responses); Send: reposts
+/// every receive; latency: reposts and answers each message with one of its own.
 fn responder(
     qp: &QueuePair,
     cq: &CompletionQueue,

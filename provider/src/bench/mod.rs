@@ -69,6 +69,10 @@ pub struct BenchArgs {
     /// Skip the raw UDP baseline.
     #[arg(long)]
     pub no_baseline: bool,
+    /// Run the devices without the runtime's background progress thread (polling threads
+    /// drive everything).
+    #[arg(long)]
+    pub no_progress_thread: bool,
 }
 
 fn parse_mtu_arg(s: &str) -> Result<Mtu, String> {
@@ -163,6 +167,10 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             return 2;
         }
     };
+    measure::PROGRESS_THREAD.store(
+        !args.no_progress_thread,
+        std::sync::atomic::Ordering::Relaxed,
+    );
     let res = if args.server {
         let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
         measure::serve(ip, args.port, plan.mtu, err).map(|_| None)
