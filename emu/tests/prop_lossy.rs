@@ -3,8 +3,8 @@
 //! status the model predicts, memory equals the model, nothing runs past the time budget, and
 //! every corrupted datagram is rejected before it is acted on.
 //!
-//! Seeds: `ROCE_PROPTEST_SEEDS` (count; default 500 / 200 / 200 in debug builds and
-//! 10000 / 3000 / 3000 in release, for the RC model, link-death and UC properties) starting
+//! Seeds: `ROCE_PROPTEST_SEEDS` (count; default 500 / 200 / 200 / 200 in debug builds and
+//! 10000 / 3000 / 3000 / 3000 in release, for the RC model, link-death, UC and UD properties) starting
 //! at `ROCE_PROPTEST_SEED0` (default 0). A failure prints the seed; rerun one seed with
 //! `ROCE_PROPTEST_SEED0=<seed> ROCE_PROPTEST_SEEDS=1`.
 mod common;
@@ -452,6 +452,78 @@ fn uc_over_lossy_network_delivers_whole_messages_in_order() {
     let mut failures = Vec::new();
     for seed in s0..s0 + n {
         if let Err(e) = run_uc(seed) {
+            eprintln!("FAILED {}: {e}", seed_msg(seed));
+            failures.push(seed);
+            if failures.len() >= 3 {
+                break;
+            }
+        }
+    }
+    assert!(failures.is_empty(), "failing seeds: {failures:?}");
+}
+
+/// UD over an impaired link, some datagrams with a wrong Q_Key: every receive completion is one
+/// whole datagram that was sent with the right Q_Key (GRH ahead of it, `src_qp` right), none
+/// with a wrong Q_Key is ever delivered, all sends complete successfully.
+fn run_ud(seed: u64) -> std::result::Result<(), String> {
+    let mut rng = SmallRng::seed_from_u64(seed ^ 0x0D0D);
+    let link = LinkConfig {
+        latency_ns: rng.gen_range(500..5_000),
+        loss: rng.gen_range(0.0..0.2),
+        duplicate: rng.gen_range(0.0..0.1),
+        reorder: rng.gen_range(0.0..0.2),
+        reorder_delay_ns: 10_000,
+        corrupt: rng.gen_range(0.0..0.05),
+        ..Default::default()
+    };
+    let mut p = Pair::new(seed, link, Opts { qp_type: QpType::Ud, ..Default::default() });
+    let n = rng.gen_range(1..30u64);
+    let src = pattern(0x1_0000, seed as u8);
+    p.a.mem.store(0, &src);
+    for i in 0..2 * n {
+        p.recv_b(i, RECV_SLOT * i, RECV_SLOT as u32);
+    }
+    let (pd, bip, bq, aq) = (p.a.pd, p.b.ip, p.b.qpn, p.a.qpn);
+    let ah = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();
+    let mut sent = Vec::new();
+    for i in 0..n {
+        let len = rng.gen_range(0..=1024u32);
+        let off = rng.gen_range(0..0x1_0000 - len as u64);
+        let good = rng.gen_bool(0.85);
+        let qkey = if good { 0x1111_1111 } else { 0x2222_2222 };
+        sent.push((len, off, good));
+        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, off, len)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ah: Some(ah), remote_qpn: bq, remote_qkey: qkey, ..Default::default() });
+    }
+    p.run(100);
+    let wc = p.scq_a();
+    if wc.len() as u64 != n || wc.iter().any(|w| w.status != WcStatus::Success) {
+        return Err(format!("send completions {wc:?}"));
+    }
+    for (k, w) in p.rcq_b().iter().enumerate() {
+        if w.wr_id != k as u64 || w.status != WcStatus::Success || w.src_qp != aq || w.byte_len < 40 {
+            return Err(format!("recv completion {k}: {w:?}"));
+        }
+        let got = p.b.mem.load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
+        if got[20] != 0x45 || got[..20] != [0; 20] {
+            return Err(format!("recv {k}: bad GRH"));
+        }
+        let body = &got[40..];
+        let ok = sent.iter().any(|&(len, off, good)| good && len as usize == body.len() && body == &src[off as usize..off as usize + len as usize]);
+        if !ok {
+            return Err(format!("recv {k}: {} bytes match no datagram sent with the right Q_Key", body.len()));
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn ud_over_impaired_network_delivers_only_whole_valid_datagrams() {
+    let default = if cfg!(debug_assertions) { 200 } else { 3000 };
+    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
+    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let mut failures = Vec::new();
+    for seed in s0..s0 + n {
+        if let Err(e) = run_ud(seed) {
             eprintln!("FAILED {}: {e}", seed_msg(seed));
             failures.push(seed);
             if failures.len() >= 3 {
