@@ -36,6 +36,8 @@ counters! {
     icrc_errors,
     /// Datagrams accepted without ICRC verification (IPv4 ID unknown and policy `Skip`).
     icrc_unverified,
+    /// Datagrams whose IPv4 ID was unknown and verified assuming 0 (policy `AssumeZeroId`).
+    icrc_id_assumed,
     /// Truncated / malformed transport headers.
     malformed,
     /// Reserved or unsupported opcodes, or an opcode whose transport does not match the QP.

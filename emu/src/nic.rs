@@ -538,7 +538,11 @@ impl Nic {
                 self.ctr.icrc_unverified += 1;
                 true
             }
-            (IpAddr::V4(_), id, _) => crate::net::verify_icrc(meta, id.unwrap_or(0), data),
+            (IpAddr::V4(_), None, IcrcPolicy::AssumeZeroId) => {
+                self.ctr.icrc_id_assumed += 1;
+                crate::net::verify_icrc(meta, 0, data)
+            }
+            (IpAddr::V4(_), Some(id), _) => crate::net::verify_icrc(meta, id, data),
             (IpAddr::V6(_), _, _) => crate::net::verify_icrc(meta, 0, data),
         };
         if !verified {

@@ -158,6 +158,8 @@ fn icrc_policy_for_unknown_ipv4_id() {
         assert_eq!(n.counters().icrc_errors == 1, !accepted);
         if accepted {
             assert_eq!(n.counters().icrc_unverified, 2);
+        } else {
+            assert_eq!(n.counters().icrc_id_assumed, 2);
         }
     }
 }
