@@ -10,6 +10,7 @@
 #   lab.sh host [--name N] CMD...                   run CMD in that namespace
 #   lab.sh capture start [--iface IF] | stop [DEST] tcpdump of the bridge into a pcap
 #   lab.sh loss TARGET PERCENT | loss show          drop UDP 4791 toward a guest/peer/port
+#   lab.sh restart GUEST                            reboot one guest (clean rxe state)
 #   lab.sh status | down [--keep]
 # The lab acted on is $ROCE_LAB, else the last one brought up.
 set -euo pipefail
@@ -30,6 +31,7 @@ case $cmd in
   capture)  cmd_capture "$@" ;;
   loss)     cmd_loss "$@" ;;
   status)   cmd_status "$@" ;;
+  restart)  cmd_restart "$@" ;;
   down)     cmd_down "$@" ;;
   accel)    probe_accel ;;
   *) sed -n '2,/^set -e/p' "$0" | sed '$d; s/^# \{0,1\}//'; [ "$cmd" = help ] ;;

@@ -42,6 +42,8 @@ LAB=$LAB
 NS=$NS
 MTU=$MTU
 ACCEL=$ACCEL
+VMLINUX=$VMLINUX
+INITRAMFS=$INITRAMFS
 EOT
   echo "$LAB" >"$RUN_DIR/current"
   # A failed `up` removes what it created so far.
@@ -51,7 +53,8 @@ EOT
   local t0 name
   t0=$(now_ms)
   for spec in "${specs[@]}"; do
-    boot_guest "${spec%%=*}" "${spec#*=}" "$mem"
+    add_guest "${spec%%=*}" "${spec#*=}" "$mem"
+    start_qemu "${spec%%=*}"
   done
   for spec in "${specs[@]}"; do
     wait_ready "${spec%%=*}" "$boot_timeout"
@@ -61,13 +64,23 @@ EOT
   echo "$LAB"
 }
 
-boot_guest() {
-  local name=$1 ip=$2 mem=$3 gd cpu=max
+# A guest's state directory and its tap on the bridge (kept across restarts).
+add_guest() {
+  local name=$1 gd
   gd=$(guest_dir "$name")
-  mkdir -p "$gd/share/cmd" "$gd/share/out"
-  echo "$ip" >"$gd/ip"
+  mkdir -p "$gd"
+  echo "$2" >"$gd/ip"
+  echo "$3" >"$gd/mem"
   net_add_tap "tap-$name"
   echo "GUESTS=\"\${GUESTS:-} $name\"" >>"$LAB_DIR/lab.env"
+}
+
+start_qemu() {
+  local name=$1 gd ip mem cpu=max
+  gd=$(guest_dir "$name")
+  ip=$(cat "$gd/ip"); mem=$(cat "$gd/mem")
+  rm -rf "$gd/share"
+  mkdir -p "$gd/share/cmd" "$gd/share/out"
   [ "$ACCEL" = kvm ] && cpu=host
   date +%s%3N >"$gd/boot.start"
   # qemu runs inside the lab namespace so it can open its tap there. PVH boot of the plain
@@ -147,26 +160,44 @@ cmd_wait() {
   return "$(cat "$out.rc")"
 }
 
+# Stop a guest's qemu: ask the guest to power off, then TERM, then KILL.
+stop_qemu() {
+  local name=$1 gd pid i
+  gd=$(guest_dir "$name")
+  pid=$(cat "$gd/qemu.pid" 2>/dev/null) || return 0
+  [ -f "$gd/share/ready" ] && touch "$gd/share/poweroff"
+  for i in $(seq 20); do is_our_process "$pid" "$LAB-$name" || break; sleep 0.1; done
+  if is_our_process "$pid" "$LAB-$name"; then
+    kill "$pid"; sleep 0.5
+    if is_our_process "$pid" "$LAB-$name"; then kill -9 "$pid"; fi
+  fi
+  rm -f "$gd/qemu.pid"
+}
+
+# `lab.sh restart GUEST [--boot-timeout S]`: reboot one guest (same address, tap, images), e.g.
+# after a tool left a process the kernel cannot kill. Its rxe counters start from zero.
+cmd_restart() {
+  need_root; load_lab
+  local name=${1:?usage: lab.sh restart GUEST} timeout=300
+  [ "${2:-}" = --boot-timeout ] && timeout=$3
+  [ -d "$(guest_dir "$name")" ] || die "no guest $name in $LAB"
+  stop_qemu "$name"
+  start_qemu "$name"
+  wait_ready "$name" "$timeout"
+}
+
 # `lab.sh down [--keep]`: stop qemu and tcpdump, delete namespaces, drop state (unless --keep).
 cmd_down() {
   need_root
   local keep=0
   [ "${1:-}" = --keep ] && keep=1
   load_lab
-  local name gd pid hns i
+  local name gd pid hns
   for name in ${GUESTS:-}; do
     gd=$(guest_dir "$name")
     [ -f "$gd/share/ready" ] && touch "$gd/share/poweroff"
   done
-  for name in ${GUESTS:-}; do
-    gd=$(guest_dir "$name")
-    pid=$(cat "$gd/qemu.pid" 2>/dev/null) || continue
-    for i in $(seq 20); do is_our_process "$pid" "$LAB-$name" || break; sleep 0.1; done
-    if is_our_process "$pid" "$LAB-$name"; then
-      kill "$pid"; sleep 0.5
-      is_our_process "$pid" "$LAB-$name" && kill -9 "$pid"
-    fi
-  done
+  for name in ${GUESTS:-}; do stop_qemu "$name"; done
   if [ -f "$LAB_DIR/capture.pid" ]; then
     pid=$(cat "$LAB_DIR/capture.pid")
     is_our_process "$pid" tcpdump && kill -INT "$pid"
