@@ -20,7 +20,8 @@ use rand::SeedableRng;
 use roce_wire::opcode::Transport;
 use roce_wire::transport::{Packet, Repr};
 use roce_wire::{OpFlags, Support};
-use std::collections::{BTreeMap, VecDeque};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::Arc;
 
@@ -93,6 +94,10 @@ pub struct Nic {
     qps: BTreeMap<u32, Qp>,
     next_qpn: u32,
     ready: VecDeque<u32>,
+    /// Armed QP timers, earliest first; entries whose QP no longer has that deadline are stale
+    /// and dropped lazily (the top is always live after every `&mut self` call).
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    scratch: Vec<u32>,
     events: VecDeque<AsyncEvent>,
     comp_events: VecDeque<Cq>,
     ctr: Counters,
@@ -123,6 +128,8 @@ impl Nic {
             qps: BTreeMap::new(),
             next_qpn: MIN_QPN,
             ready: VecDeque::with_capacity(64),
+            timers: BinaryHeap::with_capacity(64),
+            scratch: Vec::with_capacity(64),
             events: VecDeque::new(),
             comp_events: VecDeque::new(),
             ctr: Counters::default(),
@@ -378,20 +385,24 @@ impl Nic {
         if let Some(s) = qp.srq.and_then(|s| self.srqs.get_mut(s.0)) {
             s.users -= 1;
         }
+        self.clean_timers();
         Ok(())
     }
 
     /// `ibv_modify_qp` with the attribute-mask rules of C.11.
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        let before = qp.next_timeout();
         let mut ctx = ctx!(self);
-        let _g = self.span.enter();
-        qp.modify(&mut ctx, attr, mask, Mtu::Mtu4096)?;
-        if !qp.in_ready {
+        let span = self.span.clone();
+        let _g = span.enter();
+        let r = qp.modify(&mut ctx, attr, mask, Mtu::Mtu4096);
+        if r.is_ok() && !qp.in_ready {
             qp.in_ready = true;
             self.ready.push_back(qpn);
         }
-        Ok(())
+        self.sync_timer(qpn, before);
+        r
     }
 
     /// `ibv_query_qp`.
@@ -518,7 +529,8 @@ impl Nic {
 
     /// Feeds one received datagram (BTH..ICRC) with what the driver knows of its IP/UDP headers.
     pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
-        let _d = self.span.enter();
+        let span = self.span.clone();
+        let _d = span.enter();
         let Ok(p) = Packet::new_checked(data) else {
             self.ctr.malformed += 1;
             return;
@@ -595,6 +607,7 @@ impl Nic {
         }
         self.ctr.rcvd_pkts += 1;
         let _q = tracing::enabled!(tracing::Level::TRACE).then(|| tracing::trace_span!("qp", qpn).entered());
+        let before = qp.next_timeout();
         let mut ctx = ctx!(self);
         if is_req {
             qp.on_request(&mut ctx, meta, &p, &r);
@@ -605,56 +618,99 @@ impl Nic {
             qp.in_ready = true;
             self.ready.push_back(qpn);
         }
+        self.sync_timer(qpn, before);
+    }
+
+    /// Records `qpn`'s deadline if it changed from `before`, then drops stale heap tops.
+    fn sync_timer(&mut self, qpn: u32, before: Option<Instant>) {
+        let now = self.qps.get(&qpn).and_then(|q| q.next_timeout());
+        if now != before {
+            if let Some(t) = now {
+                self.timers.push(Reverse((t, qpn)));
+            }
+        }
+        self.clean_timers();
+    }
+
+    fn timer_live(&self, t: Instant, qpn: u32) -> bool {
+        self.qps.get(&qpn).and_then(|q| q.next_timeout()) == Some(t)
+    }
+
+    fn clean_timers(&mut self) {
+        while let Some(&Reverse((t, q))) = self.timers.peek() {
+            if self.timer_live(t, q) {
+                break;
+            }
+            self.timers.pop();
+        }
+        if self.timers.len() > 4 * self.qps.len() + 64 {
+            let qps = &self.qps;
+            self.timers.retain(|Reverse((t, q))| qps.get(q).and_then(|x| x.next_timeout()) == Some(*t));
+        }
     }
 
     /// Runs every timer that expired at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let _d = self.span.enter();
-        for (qpn, qp) in self.qps.iter_mut() {
+        let span = self.span.clone();
+        let _d = span.enter();
+        let mut due = std::mem::take(&mut self.scratch);
+        due.clear();
+        while let Some(&Reverse((t, q))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            if !due.contains(&q) {
+                due.push(q);
+            }
+        }
+        for &qpn in &due {
+            let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             if qp.next_timeout().is_some_and(|t| t <= now) {
-                let mut ctx = Ctx {
-                    mrs: &self.mrs,
-                    cqs: &mut self.cqs,
-                    srqs: &mut self.srqs,
-                    ahs: &self.ahs,
-                    ctr: &mut self.ctr,
-                    events: &mut self.events,
-                    comp_events: &mut self.comp_events,
-                    gids: &self.gids,
-                    port_mtu: self.port_mtu,
-                    tx_ipv4_id: self.cfg.tx_ipv4_id,
-                };
+                let mut ctx = ctx!(self);
                 qp.on_timeout(&mut ctx, now);
                 if !qp.in_ready {
                     qp.in_ready = true;
-                    self.ready.push_back(*qpn);
+                    self.ready.push_back(qpn);
                 }
             }
+            if let Some(t) = qp.next_timeout() {
+                self.timers.push(Reverse((t, qpn)));
+            }
         }
+        self.scratch = due;
+        self.clean_timers();
     }
 
-    /// The earliest moment [`Nic::handle_timeout`] has work.
+    /// The earliest moment [`Nic::handle_timeout`] has work. O(1).
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.qps.values().filter_map(|q| q.next_timeout()).min()
+        self.timers.peek().map(|Reverse((t, _))| *t)
     }
 
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let _d = self.span.enter();
+        let span = self.span.clone();
+        let _d = span.enter();
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             qp.in_ready = false;
             if qp.state == QpState::Reset {
                 continue;
             }
+            let before = qp.next_timeout();
             let mut ctx = ctx!(self);
             let t = match qp.responder_next(&mut ctx, buf) {
                 Some(t) => Some(t),
                 None => qp.requester_next(&mut ctx, now, buf),
             };
+            if qp.next_timeout() != before {
+                self.sync_timer(qpn, before);
+            }
             if let Some(t) = t {
-                qp.in_ready = true;
+                if let Some(qp) = self.qps.get_mut(&qpn) {
+                    qp.in_ready = true;
+                }
                 self.ready.push_back(qpn);
                 self.ctr.sent_pkts += 1;
                 return Some(t);

@@ -187,3 +187,40 @@ fn qp_numbers_and_udp_source_ports_follow_rxe() {
     assert_eq!(n.destroy_cq(cq), Err(Error::Busy));
     assert_eq!(n.dealloc_pd(pd), Err(Error::Busy));
 }
+
+#[test]
+fn many_qps_share_the_timer_heap_under_loss() {
+    // 40 connected RC QP pairs over a lossy link: every WR completes (the retransmit timers of
+    // all QPs are found through the NIC's timer heap), and poll_timeout ends empty.
+    let link = LinkConfig { loss: 0.15, latency_ns: 3_000, ..Default::default() };
+    let o = Opts { timeout: 6, ..Default::default() };
+    let mut p = Pair::new(77, link, o);
+    let init = |cq: Cq| QpInitAttr { send_cq: cq, recv_cq: cq, srq: None, cap: QpCap { max_send_wr: 8, max_recv_wr: 8, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }, qp_type: QpType::Rc, sq_sig_all: true };
+    let mut pairs = Vec::new();
+    for _ in 0..40 {
+        let (pa, pb, ca, cb) = (p.a.pd, p.b.pd, p.a.scq, p.b.rcq);
+        let qa = p.nic_a().create_qp(pa, &init(ca)).unwrap();
+        let qb = p.nic_b().create_qp(pb, &init(cb)).unwrap();
+        let sa = Side { qpn: qa, mem: p.a.mem.clone(), ..p.a.clone_shallow() };
+        let sb = Side { qpn: qb, mem: p.b.mem.clone(), ..p.b.clone_shallow() };
+        let (ia, ib) = (p.a.idx, p.b.idx);
+        connect(&mut p.net.nics[ia], &sa, &sb, &o, 10, 20);
+        connect(&mut p.net.nics[ib], &sb, &sa, &o, 20, 10);
+        pairs.push((qa, qb));
+    }
+    let rkey = p.b.mr.rkey;
+    let lkey = p.a.mr.lkey;
+    for (k, &(qa, _)) in pairs.iter().enumerate() {
+        for j in 0..3u64 {
+            let sg = [Sge { addr: IOVA + 0x1000 * k as u64, length: 600, lkey }];
+            let wr = SendWr { wr_id: j, sg_list: &sg, opcode: WrOpcode::RdmaWrite, remote_addr: IOVA + 0x1000 * k as u64, rkey, ..Default::default() };
+            p.nic_a().post_send(qa, &wr).unwrap();
+        }
+    }
+    p.run(2_000);
+    let wc = p.scq_a();
+    assert_eq!(wc.len(), 120);
+    assert!(wc.iter().all(|w| w.status == WcStatus::Success));
+    assert_eq!(p.nic_a().poll_timeout(), None);
+    assert!(p.net.stats.lost > 0);
+}

@@ -176,6 +176,13 @@ impl Pair {
     }
 }
 
+impl Side {
+    /// A copy of the handles (memory shared).
+    pub fn clone_shallow(&self) -> Side {
+        Side { idx: self.idx, ip: self.ip, pd: self.pd, scq: self.scq, rcq: self.rcq, qpn: self.qpn, mem: self.mem.clone(), mr: self.mr }
+    }
+}
+
 pub fn sge(s: &Side, off: u64, len: u32) -> Sge {
     Sge { addr: IOVA + off, length: len, lkey: s.mr.lkey }
 }
