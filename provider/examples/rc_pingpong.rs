@@ -46,48 +46,50 @@ fn side(
         None => exchange::connect(tcp, &local, T)?,
     };
     let qp = qp.handshake(remote)?;
-    let start = Instant::now();
-    for i in 0..iters {
-        let pattern = |b: &mut Vec<u8>, n: usize| {
-            b.iter_mut()
-                .enumerate()
-                .for_each(|(k, x)| *x = (k + n) as u8)
-        };
-        if !server {
-            let mut msg = vec![0; size];
-            pattern(&mut msg, i);
-            send.write_at(0, &msg);
-            qp.post_send(&[send.slice(..)], 1)?;
-        }
-        // wait for the peer's message (and our own send completion)
-        let mut got_recv = false;
-        let mut got_send = server;
-        while !(got_recv && got_send) {
+    let pattern = |n: usize| (0..size).map(|k| (k + n) as u8).collect::<Vec<u8>>();
+    // Completions of both kinds arrive in any order (the peer's next message can overtake
+    // the ACK of our last send), so track both and never reuse a buffer that is still busy.
+    let (mut recv_ready, mut send_busy) = (false, false);
+    let wait = |need_recv: bool,
+                recv_ready: &mut bool,
+                send_busy: &mut bool|
+     -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        while (need_recv && !*recv_ready) || *send_busy {
             let wc = cq.wait_one(T)?;
             wc.result()?;
             match wc.opcode() {
-                WcOpcode::Recv => {
-                    let mut want = vec![0; size];
-                    pattern(&mut want, i);
-                    if recv.to_vec() != want {
-                        return Err(format!("message {i}: data mismatch").into());
-                    }
-                    got_recv = true;
-                    if i + 1 < iters || !server {
-                        qp.post_receive(&[recv.slice(..)], 0)?;
-                    }
-                }
-                _ => got_send = true,
+                WcOpcode::Recv => *recv_ready = true,
+                _ => *send_busy = false,
             }
         }
+        Ok(())
+    };
+    let start = Instant::now();
+    for i in 0..iters {
         if server {
-            // echo it back, then wait for that send's completion
-            let data = recv.to_vec();
-            send.write_at(0, &data);
+            wait(true, &mut recv_ready, &mut send_busy)?;
+        } else {
+            send.write_at(0, &pattern(i));
+            qp.post_send(&[send.slice(..)], 1)?;
+            send_busy = true;
+            wait(true, &mut recv_ready, &mut send_busy)?;
+        }
+        let got = recv.to_vec();
+        if got != pattern(i) {
+            return Err(format!("message {i}: data mismatch").into());
+        }
+        recv_ready = false;
+        if i + 1 < iters || !server {
+            qp.post_receive(&[recv.slice(..)], 0)?;
+        }
+        if server {
+            // echo it back
+            send.write_at(0, &got);
             qp.post_send(&[send.slice(..)], 2)?;
-            cq.wait_one(T)?.result()?;
+            send_busy = true;
         }
     }
+    wait(false, &mut recv_ready, &mut send_busy)?;
     Ok(start.elapsed())
 }
 

@@ -1,11 +1,12 @@
 //! UD echo: a server QP on 127.0.0.1 sends every datagram back to whoever sent it (source QPN
-//! from the completion, source GID from the GRH at the front of the receive buffer); a client
+//! from the completion, source address from the 40-byte header at the front of the receive
+//! buffer); a client
 //! on 127.0.0.2 sends a few and checks the echoes.
 //!
 //! ```text
 //! cargo run --release -p roce-provider --example ud_echo
 //! ```
-use roce_provider::verbs::{AccessFlags, Device, DeviceConfig, Gid, QpType, DEFAULT_QKEY};
+use roce_provider::verbs::{AccessFlags, Device, DeviceConfig, QpType, DEFAULT_QKEY};
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -44,10 +45,10 @@ pub fn run(
                 }
                 let data = buf.to_vec();
                 let len = wc.byte_len() as usize - GRH;
-                let sgid: Gid = data[8..24].try_into()?; // GRH source GID
                 out.write_at(0, &data[GRH..GRH + len]);
                 sqp.post_receive(&[buf.slice(..)], 0)?;
-                let ah = spd.create_ah(sgid)?;
+                // back to the sender: its address from the receive header, its QPN from the completion
+                let ah = spd.create_ah_from_grh(&data[..GRH])?;
                 sqp.post_send_ud(&[out.slice(..len)], &ah, wc.src_qp(), DEFAULT_QKEY, 1)?;
             }
             Ok(())

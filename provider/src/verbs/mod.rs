@@ -51,7 +51,7 @@ pub use cq::{CompletionChannel, CompletionQueue, CqBuilder, WorkCompletion};
 pub use device::{devices, parse_mtu, Context, Device, DeviceConfig};
 pub use error::{Error, Result};
 pub use mr::{LocalSlice, MemoryRegion, RemoteSlice, ALLOC_ALIGN};
-pub use pd::{AddressHandle, ProtectionDomain};
+pub use pd::{grh_source_gid, AddressHandle, ProtectionDomain};
 pub use qp::{
     Opcode, PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint, SendRequest, UdDest,
     DEFAULT_QKEY,

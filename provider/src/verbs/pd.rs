@@ -91,6 +91,15 @@ impl ProtectionDomain {
         self.create_ah(remote.gid)
     }
 
+    /// An address handle back to the sender of a UD receive, from the 40 bytes at the front of
+    /// its buffer (`ibv_create_ah_from_wc`); see [`grh_source_gid`].
+    pub fn create_ah_from_grh(&self, grh: &[u8]) -> Result<AddressHandle> {
+        let gid = grh_source_gid(grh).ok_or_else(|| {
+            Error::Decode("no IPv4 header or IPv6 GRH in the 40-byte receive header".into())
+        })?;
+        self.create_ah(gid)
+    }
+
     /// An address handle from full attributes.
     pub fn create_ah_with(&self, attr: AhAttr) -> Result<AddressHandle> {
         let ah = self
@@ -110,6 +119,31 @@ impl std::fmt::Debug for ProtectionDomain {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "ProtectionDomain({})", self.inner.pd.0)
     }
+}
+
+/// The sender's GID from the 40 bytes a UD receive starts with: an IPv6 header (RoCEv2 over
+/// IPv6), or, for RoCEv2 over IPv4, 20 unused bytes and then the IPv4 header, as rxe writes it
+/// (`union rdma_network_hdr`). `None` when neither is there.
+///
+/// ```
+/// let mut grh = [0u8; 40];
+/// grh[20] = 0x45;
+/// grh[32..36].copy_from_slice(&[127, 0, 0, 2]);
+/// let gid = roce_provider::verbs::grh_source_gid(&grh).unwrap();
+/// assert_eq!(roce_emu::ip_from_gid(&gid), "127.0.0.2".parse::<std::net::IpAddr>().unwrap());
+/// ```
+pub fn grh_source_gid(grh: &[u8]) -> Option<Gid> {
+    if grh.len() < 40 {
+        return None;
+    }
+    if grh[20] >> 4 == 4 {
+        let ip: [u8; 4] = grh[32..36].try_into().ok()?;
+        return Some(roce_emu::gid_from_ip(IpAddr::from(ip)));
+    }
+    if grh[0] >> 4 == 6 {
+        return grh[8..24].try_into().ok();
+    }
+    None
 }
 
 /// An address handle (`struct ibv_ah`): where a UD send goes.

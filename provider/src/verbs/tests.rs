@@ -162,6 +162,7 @@ fn ud_send_to_address_handle() {
     assert_eq!((r.wr_id(), r.byte_len(), r.src_qp()), (5, 40 + 8, qa.qpn()));
     assert!(r.wc_flags().contains(WcFlags::GRH));
     assert_eq!(&rbuf.to_vec()[40..48], b"datagram");
+    assert_eq!(grh_source_gid(&rbuf.to_vec()[..40]), Some(a.ctx.gid(1)));
     // UD has no RDMA
     assert!(matches!(
         qa.post_write(&[msg.slice(..)], rbuf.remote(), 2),
