@@ -47,6 +47,13 @@ impl Qp {
         let op = r.bth.opcode;
         let flags = op.flags();
         let syn = r.aeth.map(|a| a.syndrome);
+        // A response for a PSN this QP never transmitted (at or beyond the highest PSN sent)
+        // acknowledges nothing: it is forged or misrouted. rxe's check_psn would complete the
+        // oldest WQE on it (a "ghost" ACK / NAK / read response); we drop it.
+        if psn.diff(self.req.psn_hi) >= 0 {
+            ctx.ctr.resp_ignored += 1;
+            return;
+        }
         let comp_psn_before = self.comp.psn;
         let head_before = self.sq.head;
         let mut st = CompSt::GetWqe;

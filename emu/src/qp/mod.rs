@@ -94,6 +94,9 @@ pub(crate) struct ReqState {
     pub rd_atomic: u32,
     pub need_retry: bool,
     pub wait_rnr: bool,
+    /// One past the highest PSN ever transmitted (`psn` rewinds on retry; this does not).
+    /// Responses at or beyond it answer nothing we sent and are ignored.
+    pub psn_hi: Psn,
 }
 
 /// Completer variables (rxe `qp->comp`).
@@ -378,6 +381,7 @@ impl Qp {
         if mask.contains(M::SQ_PSN) {
             a.sq_psn = attr.sq_psn & Psn::MASK;
             self.req.psn = Psn::new(attr.sq_psn);
+            self.req.psn_hi = self.req.psn;
             self.comp.psn = self.req.psn;
         }
         if mask.contains(M::MAX_QP_RD_ATOMIC) {
@@ -423,7 +427,7 @@ impl Qp {
             rq.clear();
         }
         let psn = self.req.psn;
-        self.req = ReqState { psn, rd_atomic: self.attr.max_rd_atomic as u32, ..Default::default() };
+        self.req = ReqState { psn, psn_hi: psn, rd_atomic: self.attr.max_rd_atomic as u32, ..Default::default() };
         self.comp = CompState { psn, retry_cnt: self.attr.retry_cnt, rnr_retry: self.attr.rnr_retry, ..Default::default() };
         let jobs = std::mem::take(&mut self.resp.jobs);
         let mut resources = std::mem::take(&mut self.resp.resources);

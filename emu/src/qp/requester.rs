@@ -270,6 +270,9 @@ impl Qp {
             self.req.psn += 1;
             w.sent += payload;
         }
+        if self.req.psn.diff(self.req.psn_hi) > 0 {
+            self.req.psn_hi = self.req.psn;
+        }
         w.state = if end {
             if self.qp_type == QpType::Rc {
                 WqeState::Pending
