@@ -26,6 +26,9 @@ pub struct Config {
     /// Apply the fault injector to UC and UD datagrams too (default: RC only, because the
     /// unreliable transports have no recovery and the ping-pong tools would wait forever).
     pub fault_all: bool,
+    /// Apply the fault injector to plain RC ACK/NAK packets too (default off, see
+    /// [`super::Fault::with_acks`]).
+    pub fault_acks: bool,
     /// What to do with received IPv4 datagrams whose identification is unknown.
     pub icrc_policy: IcrcPolicy,
     /// How long the progress thread spins (polling the socket) after activity before it sleeps.
@@ -50,6 +53,7 @@ impl Config {
             reorder: 0.0,
             fault_seed: 0x5eed_f00d,
             fault_all: false,
+            fault_acks: false,
             icrc_policy: IcrcPolicy::AssumeZeroElseAccept,
             spin: Duration::from_micros(50),
             progress_thread: true,
@@ -124,6 +128,7 @@ impl Config {
             }
         }
         c.fault_all = get("ROCE_FAULT_ALL").is_some_and(|v| v == "1");
+        c.fault_acks = get("ROCE_FAULT_ACKS").is_some_and(|v| v == "1");
         if let Some(s) = get("ROCE_ICRC_POLICY") {
             c.icrc_policy = match s.trim().to_ascii_lowercase().as_str() {
                 "strict" => IcrcPolicy::Strict,

@@ -20,6 +20,7 @@ pub struct Fault {
     reorder: u64,
     state: u64,
     all: bool,
+    acks: bool,
 }
 
 fn threshold(p: f64) -> u64 {
@@ -40,7 +41,16 @@ impl Fault {
             reorder: threshold(reorder),
             state: seed,
             all,
+            acks: false,
         }
+    }
+
+    /// Also drop/reorder plain RC ACK/NAK packets (default off: a lost *final* ACK makes a
+    /// requester retry forever once its peer program has exited, with rxe's `retry_cnt = 7`
+    /// meaning "infinite", which every ping-pong tool uses).
+    pub fn with_acks(mut self, acks: bool) -> Fault {
+        self.acks = acks;
+        self
     }
 
     /// Is the injector doing anything?
@@ -64,6 +74,9 @@ impl Fault {
         }
         let rc = packet.first().is_some_and(|op| op >> 5 == 0);
         if !rc && !self.all {
+            return FaultVerdict::Pass;
+        }
+        if !self.acks && packet.first() == Some(&0x11) {
             return FaultVerdict::Pass;
         }
         if self.loss > 0 && self.next() < self.loss {

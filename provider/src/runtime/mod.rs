@@ -36,6 +36,7 @@
 //! | `ROCE_REORDER` | `0` | fault injector: hold this fraction back and send it after the next one |
 //! | `ROCE_FAULT_SEED` | fixed | seed of the injector |
 //! | `ROCE_FAULT_ALL` | unset | `1`: inject faults into UC/UD too (default RC only: the unreliable transports have no recovery, so their tools would hang) |
+//! | `ROCE_FAULT_ACKS` | unset | `1`: also drop/reorder plain RC ACK/NAK packets (default off: a lost *final* ACK leaves the peer retrying forever once the other program exited, `retry_cnt = 7` being infinite as in rxe) |
 //! | `ROCE_ICRC_POLICY` | `assume-zero` | `strict`, `assume-zero`, `trust`, `recover` ([`crate::udp::IcrcPolicy`]) |
 //! | `ROCE_SPIN_US` | `50` | how long the progress thread spins after activity |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
@@ -264,7 +265,8 @@ impl Device {
             nic,
             tx: TxBatch::new(16, MAX_PACKET),
             rx: RecvBatch::new(16),
-            fault: Fault::new(cfg.loss, cfg.reorder, cfg.fault_seed, cfg.fault_all),
+            fault: Fault::new(cfg.loss, cfg.reorder, cfg.fault_seed, cfg.fault_all)
+                .with_acks(cfg.fault_acks),
             held: None,
             pcap,
             pcap_buf: vec![0; MAX_PACKET],
