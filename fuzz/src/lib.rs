@@ -6,6 +6,11 @@
 //! that panics, or a parse → emit → parse round trip that changes the packet.
 #![forbid(unsafe_code)]
 
+pub mod completer;
+pub mod harness;
+pub mod model;
+pub mod responder;
+
 use roce_wire::frame::{self, LinkType, RoceFrame};
 use roce_wire::icrc::{self, Network};
 use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, rdeth, reth};
@@ -24,13 +29,16 @@ pub const LINK_TYPES: [LinkType; 7] = [
 ];
 
 /// Names of the targets, which are also the corpus directory names.
-pub const TARGETS: [&str; 2] = ["decode", "pcap"];
+pub const TARGETS: [&str; 5] = ["decode", "pcap", "responder", "completer", "model"];
 
 /// Runs the named target body (for the replay test). Unknown names do nothing.
 pub fn run(target: &str, data: &[u8]) {
     match target {
         "decode" => decode(data),
         "pcap" => pcap(data),
+        "responder" => responder::run(data),
+        "completer" => completer::run(data),
+        "model" => model::run(data),
         _ => {}
     }
 }
