@@ -63,6 +63,10 @@ pub struct BenchArgs {
     /// Latency round trips.
     #[arg(long)]
     pub iters: Option<usize>,
+    /// Measure each bandwidth point (and its baseline) this many times, alternately, and keep
+    /// the best of each (default 2; 1 with --quick).
+    #[arg(long)]
+    pub repeat: Option<usize>,
     /// Tests to run: any of write, read, send, lat.
     #[arg(long, value_delimiter = ',', default_value = "write,read,send,lat")]
     pub tests: Vec<String>,
@@ -118,6 +122,8 @@ pub struct Plan {
     pub baseline: bool,
     /// Extra --check measurements.
     pub check: bool,
+    /// Runs per bandwidth point.
+    pub repeat: usize,
 }
 
 impl Plan {
@@ -154,6 +160,7 @@ impl Plan {
             mtu: a.mtu,
             baseline: !a.no_baseline,
             check: a.check,
+            repeat: a.repeat.unwrap_or(if a.quick { 1 } else { 2 }).clamp(1, 20),
         })
     }
 }
