@@ -184,7 +184,7 @@ pub fn pair(
 ) -> PairOut {
     let t0 = Instant::now();
     assert!(
-        wait_udp_free(Duration::from_secs(30)),
+        wait_udp_free(Duration::from_secs(300)),
         "127.0.0.1/2:4791 stayed busy (another program?)"
     );
     let mut sargs: Vec<String> = vec![tool.into()];
