@@ -133,7 +133,7 @@ impl Device {
         let dev = crate::runtime::Device::open(rc)
             .map_err(|source| Error::OpenDevice { ip: cfg.ip, source })?;
         Ok(Context::from_engine(
-            Arc::new(super::engine::UdpEngine { dev }),
+            Arc::new(super::engine::UdpEngine::new(dev)),
             cfg,
         ))
     }
@@ -199,7 +199,7 @@ impl Context {
     }
     /// Next asynchronous event (`ibv_get_async_event`), without blocking.
     pub fn poll_async_event(&self) -> Option<roce_emu::AsyncEvent> {
-        self.inner.nic(|n| n.poll_event())
+        self.inner.engine.poll_async_event()
     }
     /// `ibv_alloc_pd`.
     pub fn alloc_pd(&self) -> Result<ProtectionDomain> {

@@ -26,6 +26,8 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn set_comp_handler(&self, cq: Cq, h: Option<CompHandler>);
     /// Device name.
     fn name(&self) -> String;
+    /// Next asynchronous event (QP errors, CQ overflow, SRQ limit).
+    fn poll_async_event(&self) -> Option<roce_emu::AsyncEvent>;
     /// The runtime device, when this engine is one.
     fn runtime(&self) -> Option<&crate::runtime::Device> {
         None
@@ -44,7 +46,24 @@ impl dyn Engine {
 
 /// The UDP runtime as an engine.
 pub(crate) struct UdpEngine {
-    pub(crate) dev: crate::runtime::Device,
+    dev: crate::runtime::Device,
+    events: Arc<std::sync::Mutex<std::collections::VecDeque<roce_emu::AsyncEvent>>>,
+}
+
+impl UdpEngine {
+    pub(crate) fn new(dev: crate::runtime::Device) -> UdpEngine {
+        let events: Arc<std::sync::Mutex<std::collections::VecDeque<roce_emu::AsyncEvent>>> =
+            Arc::default();
+        let q = events.clone();
+        // runs with the engine lock held: only queue the event
+        dev.set_async_handler(Some(Arc::new(move |ev| {
+            let mut q = q.lock().unwrap_or_else(|e| e.into_inner());
+            if q.len() < 4096 {
+                q.push_back(ev);
+            }
+        })));
+        UdpEngine { dev, events }
+    }
 }
 
 impl Engine for UdpEngine {
@@ -74,5 +93,11 @@ impl Engine for UdpEngine {
     }
     fn runtime(&self) -> Option<&crate::runtime::Device> {
         Some(&self.dev)
+    }
+    fn poll_async_event(&self) -> Option<roce_emu::AsyncEvent> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop_front()
     }
 }

@@ -215,4 +215,7 @@ impl Engine for SimDevice {
     fn name(&self) -> String {
         self.name.clone()
     }
+    fn poll_async_event(&self) -> Option<roce_emu::AsyncEvent> {
+        self.fabric.lock().nics[self.index].poll_event()
+    }
 }

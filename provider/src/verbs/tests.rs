@@ -255,6 +255,7 @@ fn wrong_rkey_is_remote_access_error() {
         })
     ));
     assert_eq!(qa.state(), QpState::Err);
+
     // region without remote write: same error
     let (qa, _qb) = connect(&a, &b, QpType::Rc);
     let ro =
@@ -431,4 +432,28 @@ fn endpoint_round_trips() {
         Err(Error::Decode(_))
     ));
     assert!(QueuePairEndpoint::from_json("{").is_err());
+}
+
+#[test]
+fn cq_overflow_raises_an_async_event() {
+    let (_n, a, b) = pair(LinkConfig::default());
+    let small = a.ctx.create_cq(2).build().unwrap();
+    let qa = a.pd.create_qp(&small, &small, QpType::Rc).build().unwrap();
+    let qb = b.pd.create_qp(&b.cq, &b.cq, QpType::Rc).build().unwrap();
+    let (ea, eb) = (qa.endpoint(), qb.endpoint());
+    let (qa, _qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let dst = b.pd.allocate(64, ALL).unwrap();
+    let src = a.pd.allocate(64, ALL).unwrap();
+    for i in 0..6 {
+        qa.post_write(&[src.slice(..)], dst.remote(), i).unwrap();
+    }
+    let mut ev = None;
+    for _ in 0..1000 {
+        a.ctx.progress();
+        if let Some(e) = a.ctx.poll_async_event() {
+            ev = Some(e);
+            break;
+        }
+    }
+    assert!(matches!(ev, Some(AsyncEvent::CqErr(_))), "{ev:?}");
 }
