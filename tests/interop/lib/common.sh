@@ -28,7 +28,7 @@ GUEST_MODULES=(
 )
 
 # Host tools needed by the harness itself (apt package names).
-HOST_PKGS=(qemu-system-x86 iproute2 nftables tcpdump cpio kmod xz-utils busybox-static binutils)
+HOST_PKGS=(qemu-system-x86 iproute2 nftables tcpdump cpio kmod xz-utils busybox-static binutils ethtool)
 
 log()  { printf '[lab %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
 die()  { log "error: $*"; exit 1; }

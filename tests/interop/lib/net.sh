@@ -49,6 +49,10 @@ cmd_hostjoin() {
   ip -n "$NS" link set "$veth" master br0 up
   ip -n "$hns" link set eth0 address "$(lab_mac "$ip")" mtu "$MTU" up
   ip -n "$hns" addr add "$ip/24" dev eth0
+  # A UDP_SEGMENT (GSO) batch would cross veth and bridge as one oversized frame, so a capture
+  # on br0 would show super-frames whose ICRC is the last segment's. Segment at the veth, like
+  # a real NIC puts separate frames on the wire, and compute checksums in software.
+  ip netns exec "$hns" ethtool -K eth0 tx-udp-segmentation off tx off >/dev/null
   log "host peer $hns: eth0 $ip/24 mtu $MTU (bridge port $veth)"
   echo "$hns"
 }

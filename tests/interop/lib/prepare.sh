@@ -15,7 +15,7 @@ ensure_host_packages() {
   local missing=() p
   declare -A probe=([qemu-system-x86]=qemu-system-x86_64 [iproute2]=ip [nftables]=nft
     [tcpdump]=tcpdump [cpio]=cpio [kmod]=depmod [xz-utils]=xz [busybox-static]=busybox
-    [binutils]=objdump)
+    [binutils]=objdump [ethtool]=ethtool)
   for p in "${HOST_PKGS[@]}"; do
     command -v "${probe[$p]}" >/dev/null 2>&1 || missing+=("$p")
   done
