@@ -54,8 +54,11 @@ pub fn lib_dir() -> Result<PathBuf, String> {
         .parent()
         .map(Path::to_path_buf)
         .ok_or("roce executable has no directory")?;
-    // `cargo test` binaries live in target/<profile>/deps.
-    if dir.file_name().is_some_and(|n| n == "deps") {
+    // `cargo test` binaries live in target/<profile>/deps, examples in .../examples.
+    if dir
+        .file_name()
+        .is_some_and(|n| n == "deps" || n == "examples")
+    {
         dir.pop();
     }
     let link = dir.join("libibverbs.so.1");

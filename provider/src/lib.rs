@@ -6,3 +6,4 @@ pub mod runtime;
 pub mod verbs;
 pub mod cli;
 pub mod bench;
+pub mod perfbench;
