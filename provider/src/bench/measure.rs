@@ -290,8 +290,11 @@ trait Passive {
 /// receives (and echoes).
 struct LocalPassive {
     side: Side,
-    running: Option<(Arc<AtomicBool>, JoinHandle<Result<(), String>>, QueuePair)>,
+    running: Option<Running>,
 }
+
+/// A passive test in progress: its stop flag, its thread, its QP (kept alive until stop).
+type Running = (Arc<AtomicBool>, JoinHandle<Result<(), String>>, QueuePair);
 
 impl Passive for LocalPassive {
     fn setup(&mut self, s: &Setup) -> Result<Ready, String> {
@@ -601,12 +604,12 @@ fn run_all(
             let (mut r, mut b) = (None::<BwResult>, None::<Baseline>);
             for _ in 0..plan.repeat {
                 let x = run_bw(a, passive, op, size, plan.duration)?;
-                if r.map_or(true, |r| x.msg_per_s() > r.msg_per_s()) {
+                if !r.is_some_and(|r| x.msg_per_s() <= r.msg_per_s()) {
                     r = Some(x);
                 }
                 if baseline {
                     if let Some(y) = base.get(dgram, true) {
-                        if b.map_or(true, |b| y.datagrams_per_s > b.datagrams_per_s) {
+                        if !b.is_some_and(|b| y.datagrams_per_s <= b.datagrams_per_s) {
                             b = Some(y);
                         }
                     }
