@@ -101,6 +101,7 @@ row "capture roce decode" "$r" "$(grep -m1 -o 'invalid: [0-9]*' "$OUT/decode.txt
 echo
 echo "== emulator ($ROCE) <-> kernel rxe, netdev MTU $MTU (RoCE MTU $IBMTU), $(date -u '+%Y-%m-%d %H:%M UTC')"
 printf '%s\n' "${ROWS[@]}"
+[ -n "$PCAP_DEST" ] || PCAP="$PCAP (removed with the lab; --pcap DEST keeps it)"
 echo "capture $PCAP; total $(secs_since "$T_ALL") s; outputs in $OUT"
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

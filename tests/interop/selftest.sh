@@ -142,7 +142,8 @@ echo "-- rdma statistic"
 for g in a b; do echo " $g: $(cat "$OUT/stat-$g.txt")"; done
 echo "-- guest kernel log lines about rxe/icrc"
 for g in a b; do sed "s/^/ $g: /" "$OUT/dmesg-$g.txt"; done
-echo "-- capture: $PCAP ($(du -h "$PCAP" | cut -f1)); $(cat "$OUT/icrc.txt")"
+echo "-- capture: $PCAP ($(du -h "$PCAP" | cut -f1))${PCAP_DEST:+ kept}${PCAP_DEST:- removed with the lab; --pcap DEST keeps it}"
+echo "   $(cat "$OUT/icrc.txt")"
 [ -n "$ROCE" ] && { echo "-- roce decode summary ($ROCE)"; sed -n '/^== /,$p' "$OUT/roce-decode.txt"; }
 [ -n "$ROCE" ] || echo "-- roce decode: no target/{release,debug}/roce with a decode subcommand yet"
 echo "-- timings"
