@@ -103,5 +103,6 @@ echo "== emulator ($ROCE) <-> kernel rxe, netdev MTU $MTU (RoCE MTU $IBMTU), $(d
 printf '%s\n' "${ROWS[@]}"
 [ -n "$PCAP_DEST" ] || PCAP="$PCAP (removed with the lab; --pcap DEST keeps it)"
 echo "capture $PCAP; total $(secs_since "$T_ALL") s; outputs in $OUT"
+echo "stage-result: $PASSED passed, $FAILED failed"
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]

@@ -72,5 +72,6 @@ echo
 echo "== rxe <-> rxe matrix: netdev MTU $MTU (RoCE MTU $MTU_INFO), loss ${LOSS_PCT}% toward ${LOSS_SIDE:-none}, $(date -u '+%Y-%m-%d %H:%M UTC')"
 printf '%s\n' "${ROWS[@]}"
 echo "total $(secs_since "$T_ALL") s; outputs in $OUT"
+echo "stage-result: $PASSED passed, $FAILED failed"
 echo "$PASSED passed, $FAILED failed, $SKIPPED skipped"
 [ "$FAILED" = 0 ]

@@ -149,5 +149,6 @@ echo "   $(cat "$OUT/icrc.txt")"
 echo "-- timings"
 printf '%s\n' "${TIMES[@]}"
 echo "-- outputs in $OUT"
+echo "stage-result: $PASSED passed, $FAILED failed"
 echo "$PASSED passed, $FAILED failed"
 [ "$FAILED" = 0 ]
