@@ -520,7 +520,15 @@ impl Baselines {
                 return Some(*b);
             }
         }
-        let r = baseline::throughput(dgram, t, self.dur).ok()?;
+        // A starved window can see no datagram at all: try once more, else report none
+        // rather than a ratio over zero.
+        let mut r = baseline::throughput(dgram, t, self.dur).ok()?;
+        if r.datagrams == 0 {
+            r = baseline::throughput(dgram, t, self.dur).ok()?;
+        }
+        if r.datagrams == 0 {
+            return None;
+        }
         let b = Baseline {
             technique: if gso { "gso_gro" } else { "mmsg" },
             datagram_size: dgram,
