@@ -18,6 +18,7 @@
 
 pub mod counters;
 mod error;
+mod hdr;
 pub mod mem;
 pub mod net;
 mod nic;

@@ -18,7 +18,7 @@ use crate::{Ah, Cq, Error, Pd, Result, Srq};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use roce_wire::opcode::Transport;
-use roce_wire::transport::{Packet, Repr};
+use roce_wire::transport::Packet;
 use roce_wire::{OpFlags, Support};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -561,7 +561,7 @@ impl Nic {
             self.ctr.icrc_errors += 1;
             return;
         }
-        let Ok(r) = Repr::parse(&p) else {
+        let Ok(r) = crate::hdr::parse(&p, info) else {
             self.ctr.malformed += 1;
             return;
         };

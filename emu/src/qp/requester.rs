@@ -8,17 +8,13 @@ use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
 use roce_wire::opcode::Transport;
-use roce_wire::transport::{Packet, Repr};
+use roce_wire::transport::Repr;
 use roce_wire::{atomic_eth, bth, deth, ieth, immdt, reth, OpFlags, Opcode};
 
 /// Writes `repr`'s headers into `buf`; `None` when the buffer is too small.
+#[inline]
 pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
-    let len = repr.buffer_len();
-    if buf.len() < len {
-        return None;
-    }
-    repr.emit(&mut Packet::new_unchecked(&mut buf[..len]));
-    Some(len)
+    crate::hdr::emit(repr, buf)
 }
 
 /// Completes a transmit record and fills the ICRC over `buf[..len]`.
