@@ -2,7 +2,9 @@
 //! its own device), endpoints exchanged over TCP on loopback like `ibv_rc_pingpong`.
 //!
 //! ```text
-//! cargo run --release -p roce-provider --example rc_pingpong
+//! cargo run --release -p roce-provider --example rc_pingpong             # two threads
+//! cargo run --release -p roce-provider --example rc_pingpong server      # or two processes:
+//! cargo run --release -p roce-provider --example rc_pingpong client 127.0.0.1
 //! ```
 use roce_provider::verbs::{
     exchange, AccessFlags, Device, DeviceConfig, QpType, QueuePairEndpoint, WcOpcode,
@@ -107,9 +109,14 @@ pub fn run(
     let server =
         std::thread::spawn(move || side(ip_server, true, Some(listener), tcp, iters, size));
     let client = side(ip_client, false, None, tcp, iters, size);
+    if client.is_err() && !server.is_finished() {
+        // the server may wait for us forever: report ours
+        return Err(client.err().expect("checked"));
+    }
     let server = server.join().map_err(|_| "server thread panicked")?;
-    let elapsed = client?;
+    // the server's error first: when it failed (e.g. its address is taken), ours follows
     server?;
+    let elapsed = client?;
     Ok(PingPong {
         iters,
         size,
@@ -119,13 +126,46 @@ pub fn run(
 
 #[allow(dead_code)]
 fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let r = run(
-        "127.0.0.1".parse()?,
-        "127.0.0.2".parse()?,
-        exchange::DEFAULT_PORT,
-        1000,
-        4096,
-    )?;
-    println!("{} round trips of {} B over RC, 127.0.0.2 <-> 127.0.0.1: {:.1} us average, every byte checked", r.iters, r.size, r.avg.as_secs_f64() * 1e6);
+    // no arguments: both sides in this process, two threads;
+    // `server [IP]` / `client SERVER_IP [IP]`: one side per process, like ibv_rc_pingpong
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let (iters, size) = (1000, 4096);
+    let report = |who: &str, d: Duration| {
+        println!(
+            "{who}: {iters} round trips of {size} B over RC: {:.1} us average, every byte checked",
+            d.as_secs_f64() * 1e6 / iters as f64
+        )
+    };
+    match args.first().map(String::as_str) {
+        None => {
+            let r = run(
+                "127.0.0.1".parse()?,
+                "127.0.0.2".parse()?,
+                exchange::DEFAULT_PORT,
+                iters,
+                size,
+            )?;
+            report("127.0.0.2 <-> 127.0.0.1", r.avg * iters as u32);
+        }
+        Some("server") => {
+            let ip: IpAddr = args.get(1).map_or("127.0.0.1", String::as_str).parse()?;
+            let l = exchange::listen((ip, exchange::DEFAULT_PORT))?;
+            let tcp = l.local_addr()?;
+            eprintln!("server on {ip}, waiting for a client on TCP {tcp}");
+            report("server", side(ip, true, Some(l), tcp, iters, size)?);
+        }
+        Some("client") => {
+            let server: IpAddr = args.get(1).ok_or("client SERVER_IP [IP]")?.parse()?;
+            let ip: IpAddr = args.get(2).map_or("127.0.0.2", String::as_str).parse()?;
+            let tcp = std::net::SocketAddr::new(server, exchange::DEFAULT_PORT);
+            report("client", side(ip, false, None, tcp, iters, size)?);
+        }
+        Some(other) => {
+            return Err(format!(
+                "unknown mode {other:?}: no arguments, `server [IP]` or `client SERVER_IP [IP]`"
+            )
+            .into())
+        }
+    }
     Ok(())
 }
