@@ -529,8 +529,8 @@ impl Nic {
 
     /// Feeds one received datagram (BTH..ICRC) with what the driver knows of its IP/UDP headers.
     pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
-        let span = self.span.clone();
-        let _d = span.enter();
+        let span = self.live_span();
+        let _d = span.as_ref().map(|s| s.enter());
         let Ok(p) = Packet::new_checked(data) else {
             self.ctr.malformed += 1;
             return;
@@ -618,7 +618,17 @@ impl Nic {
             qp.in_ready = true;
             self.ready.push_back(qpn);
         }
-        self.sync_timer(qpn, before);
+        // An unchanged deadline leaves the heap as it was (its top live): nothing to sync.
+        if qp.next_timeout() != before {
+            self.sync_timer(qpn, before);
+        }
+    }
+
+    /// The device span, unless tracing had no subscriber for it (then entering it is a no-op
+    /// and the clone per datagram is wasted work).
+    #[inline]
+    fn live_span(&self) -> Option<tracing::Span> {
+        (!self.span.is_disabled()).then(|| self.span.clone())
     }
 
     /// Records `qpn`'s deadline if it changed from `before`, then drops stale heap tops.
@@ -651,8 +661,8 @@ impl Nic {
 
     /// Runs every timer that expired at or before `now`.
     pub fn handle_timeout(&mut self, now: Instant) {
-        let span = self.span.clone();
-        let _d = span.enter();
+        let span = self.live_span();
+        let _d = span.as_ref().map(|s| s.enter());
         let mut due = std::mem::take(&mut self.scratch);
         due.clear();
         while let Some(&Reverse((t, q))) = self.timers.peek() {
@@ -690,8 +700,11 @@ impl Nic {
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        let span = self.span.clone();
-        let _d = span.enter();
+        if self.ready.is_empty() {
+            return None;
+        }
+        let span = self.live_span();
+        let _d = span.as_ref().map(|s| s.enter());
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             qp.in_ready = false;

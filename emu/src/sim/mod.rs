@@ -132,8 +132,8 @@ pub struct SimNet {
     links: BTreeMap<(usize, usize), LinkConfig>,
     busy_until: BTreeMap<(usize, usize), Instant>,
     heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
-    /// Deliveries due now, in transmission order (the zero-latency fast path).
-    due: std::collections::VecDeque<u32>,
+    /// Deliveries due now, in transmission order (the zero-latency fast path: no slot, no heap).
+    due: std::collections::VecDeque<Flight>,
     flights: Vec<Option<Flight>>,
     free_flights: Vec<u32>,
     pool: Vec<Vec<u8>>,
@@ -269,7 +269,7 @@ impl SimNet {
             self.stats.filtered += 1;
             return;
         }
-        let link = *self.links.get(&(from, to)).unwrap_or(&self.default_link);
+        let link = if self.links.is_empty() { self.default_link } else { *self.links.get(&(from, to)).unwrap_or(&self.default_link) };
         let rng = &mut self.rng;
         if link.loss > 0.0 && rng.gen_bool(link.loss.min(1.0)) {
             self.stats.lost += 1;
@@ -337,6 +337,10 @@ impl SimNet {
         let id = self.seq;
         self.seq += 1;
         let f = Flight { to, meta, data, len };
+        if at <= self.now {
+            self.due.push_back(f);
+            return;
+        }
         let slot = match self.free_flights.pop() {
             Some(i) => {
                 self.flights[i as usize] = Some(f);
@@ -347,20 +351,20 @@ impl SimNet {
                 (self.flights.len() - 1) as u32
             }
         };
-        if at <= self.now {
-            self.due.push_back(slot);
-        } else {
-            self.heap.push(Reverse((at, id, slot)));
-        }
+        self.heap.push(Reverse((at, id, slot)));
     }
 
     /// The next delivery due now: earlier-scheduled heap entries first (they were sent
     /// before anything in the zero-latency queue).
-    fn next_due(&mut self) -> Option<u32> {
-        if let Some(Reverse((at, _, slot))) = self.heap.peek().copied() {
-            if at <= self.now {
-                self.heap.pop();
-                return Some(slot);
+    fn next_due(&mut self) -> Option<Flight> {
+        while let Some(Reverse((at, _, slot))) = self.heap.peek().copied() {
+            if at > self.now {
+                break;
+            }
+            self.heap.pop();
+            self.free_flights.push(slot);
+            if let Some(f) = self.flights[slot as usize].take() {
+                return Some(f);
             }
         }
         self.due.pop_front()
@@ -378,17 +382,14 @@ impl SimNet {
                     progress = true;
                 }
             }
-            if let Some(slot) = self.next_due() {
-                self.free_flights.push(slot);
-                if let Some(f) = self.flights[slot as usize].take() {
-                    self.stats.delivered += 1;
-                    let bytes = &f.data[..f.len];
-                    if let Some(s) = self.sink.as_mut() {
-                        s.packet_meta(self.now, &f.meta, bytes);
-                    }
-                    self.nics[f.to].handle_datagram(self.now, &f.meta, bytes);
-                    self.pool.push(f.data);
+            if let Some(f) = self.next_due() {
+                self.stats.delivered += 1;
+                let bytes = &f.data[..f.len];
+                if let Some(s) = self.sink.as_mut() {
+                    s.packet_meta(self.now, &f.meta, bytes);
                 }
+                self.nics[f.to].handle_datagram(self.now, &f.meta, bytes);
+                self.pool.push(f.data);
                 // let the receiver answer before more arrivals at the same instant
                 progress = true;
             }
