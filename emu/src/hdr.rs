@@ -9,19 +9,19 @@ use roce_wire::{atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, reth, Psn, I
 
 const SLOW: OpFlags = OpFlags(OpFlags::RDETH.0 | OpFlags::XRCETH.0 | OpFlags::FETH.0 | OpFlags::CNP.0);
 
-#[inline]
+#[inline(always)]
 fn be16(b: &[u8], at: usize) -> u16 {
     u16::from_be_bytes([b[at], b[at + 1]])
 }
-#[inline]
+#[inline(always)]
 fn be24(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
 }
-#[inline]
+#[inline(always)]
 fn be32(b: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
 }
-#[inline]
+#[inline(always)]
 fn be64(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
@@ -29,7 +29,7 @@ fn be64(b: &[u8], at: usize) -> u64 {
 }
 
 /// `Repr::parse` for a packet that already passed `Packet::new_checked`.
-#[inline]
+#[inline(always)]
 pub(crate) fn parse(p: &Packet<&[u8]>, info: &'static OpInfo) -> roce_wire::Result<Repr> {
     let f = info.flags;
     if f.intersects(SLOW) || !info.is_known() {

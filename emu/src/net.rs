@@ -67,6 +67,22 @@ pub struct Transmit {
     pub len: usize,
 }
 
+impl Transmit {
+    /// What the receiver's driver knows of this datagram when it arrives unchanged.
+    #[inline]
+    pub fn rx_meta(&self) -> RxMeta {
+        RxMeta {
+            src_ip: self.src_ip,
+            dst_ip: self.dst_ip,
+            src_port: self.src_port,
+            ipv4_id: Some(self.ipv4_id),
+            tos: self.tos,
+            ttl: self.ttl,
+            flow_label: self.flow_label,
+        }
+    }
+}
+
 /// Builds the IP+UDP header bytes the ICRC covers into `hdr` and returns the network view
 /// (the reference [`icrc`] is tested against).
 /// IPv4: ID = `ipv4_id`, DF set, protocol 17, checksum 0 (masked). UDP checksum 0.

@@ -708,7 +708,7 @@ impl Nic {
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             qp.in_ready = false;
-            if qp.state == QpState::Reset {
+            if qp.state == QpState::Reset || !qp.may_transmit() {
                 continue;
             }
             let before = qp.next_timeout();

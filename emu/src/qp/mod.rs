@@ -528,6 +528,14 @@ impl Qp {
         a
     }
 
+    /// False only when both [`Qp::responder_next`] and [`Qp::requester_next`] would return
+    /// `None` without touching any state: no queued response, no retry pending, no WQE left
+    /// for the requester. Lets `poll_transmit` drop an idle QP from the ready queue cheaply.
+    #[inline]
+    pub fn may_transmit(&self) -> bool {
+        !self.resp.jobs.is_empty() || self.req.need_retry || self.sq.req != self.sq.tail
+    }
+
     /// Earliest armed timer.
     pub fn next_timeout(&self) -> Option<Instant> {
         match (self.comp.retrans_deadline, self.comp.rnr_deadline) {
