@@ -45,7 +45,8 @@ fn main() -> ExitCode {
         Command::Bench(args) => {
             let stdout = std::io::stdout();
             let mut out = stdout.lock();
-            ExitCode::from(roce_provider::bench::run(&args, &mut out, &mut std::io::stderr()))
+            let code = roce_provider::bench::run(&args, &mut out, &mut std::io::stderr());
+            ExitCode::from(code)
         }
         Command::Run(args) => ExitCode::from(roce_provider::cli::run(&args)),
         Command::Devices(args) => ExitCode::from(roce_provider::cli::devices(&args, &mut std::io::stdout())),
