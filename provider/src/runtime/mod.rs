@@ -117,6 +117,8 @@ pub struct RuntimeCounters {
     pub progress_thread: AtomicU64,
     /// Times the background thread blocked (went to sleep).
     pub thread_sleeps: AtomicU64,
+    /// Polls that returned completions before transmitting what the engine queued.
+    pub tx_deferred: AtomicU64,
     /// Completion-channel events delivered.
     pub comp_events: AtomicU64,
     /// Async events delivered.
@@ -143,6 +145,7 @@ impl RuntimeCounters {
             ("progress_inline", &self.progress_inline),
             ("progress_thread", &self.progress_thread),
             ("thread_sleeps", &self.thread_sleeps),
+            ("tx_deferred", &self.tx_deferred),
             ("comp_events", &self.comp_events),
             ("async_events", &self.async_events),
             ("pcap_errors", &self.pcap_errors),
@@ -182,6 +185,8 @@ struct Engine {
     pcap_buf: Vec<u8>,
     comp: HashMap<Cq, CompHandler>,
     async_handler: Option<AsyncHandler>,
+    /// A poll returned completions before transmitting what the engine had queued.
+    tx_deferred: bool,
 }
 
 struct Shared {
@@ -272,6 +277,7 @@ impl Device {
             pcap_buf: vec![0; MAX_PACKET],
             comp: HashMap::new(),
             async_handler: None,
+            tx_deferred: false,
             sock,
         };
         let shared = Arc::new(Shared {
@@ -286,6 +292,7 @@ impl Device {
             stat_path,
             cfg,
         });
+        register_for_exit(&shared);
         let thread = if shared.cfg.progress_thread {
             let mut rsock = shared.lock().sock.try_clone()?;
             rsock.set_waker(Some(shared.waker.clone()));
@@ -321,8 +328,12 @@ impl Device {
     /// it queued. The lock is held during `f`: do not call back into the device from it.
     pub fn with_nic<R>(&self, f: impl FnOnce(&mut Nic) -> R) -> R {
         let mut e = self.shared.lock();
-        let r = f(&mut e.nic);
         let now = self.shared.now();
+        if e.tx_deferred {
+            // Before e.g. destroy_qp: a deferred final ACK must leave first.
+            self.shared.transmit(&mut e, now);
+        }
+        let r = f(&mut e.nic);
         self.shared.transmit(&mut e, now);
         self.shared.dispatch_events(&mut e);
         drop(e);
@@ -385,7 +396,23 @@ impl Device {
         if n > 0 || wc.is_empty() {
             return n;
         }
-        self.shared.progress(&mut e, Origin::Poll);
+        let sh = &self.shared;
+        let now = sh.now();
+        sh.app_last.store(now.as_nanos().max(1), Relaxed);
+        sh.ctr.progress_inline.fetch_add(1, Relaxed);
+        if sh.receive(&mut e, now) > 0 {
+            let n = e.nic.poll_cq(cq, wc);
+            if n > 0 {
+                // Hand the completions over first; what the engine queued (ACKs, responses)
+                // goes out at the program's next post or poll, or within a millisecond from
+                // the progress thread: one system call less on the latency path.
+                sh.dispatch_events(&mut e);
+                sh.ctr.tx_deferred.fetch_add(1, Relaxed);
+                e.tx_deferred = true;
+                return n;
+            }
+        }
+        sh.finish(&mut e, now, true);
         e.nic.poll_cq(cq, wc)
     }
 
@@ -483,8 +510,20 @@ impl Shared {
                 self.ctr.progress_thread.fetch_add(1, Relaxed);
             }
         }
+        // Posting only transmits: the program polls (or the thread receives) anyway, and a
+        // receive system call before the send would only delay it.
+        let mut moved = if from == Origin::Post {
+            0
+        } else {
+            self.receive(e, now)
+        };
+        moved += self.finish(e, now, inline);
+        moved
+    }
+
+    /// Receives and handles up to a few batches (so a flood cannot starve the caller).
+    fn receive(&self, e: &mut Engine, now: Instant) -> usize {
         let mut moved = 0;
-        // At most a few batches, so a flood cannot starve the caller.
         for _ in 0..4 {
             let n = match e.sock.recv_batch(&mut e.rx, Wait::NonBlocking) {
                 Ok(n) => n,
@@ -503,7 +542,12 @@ impl Shared {
                 break;
             }
         }
-        moved += self.timers_and_transmit(e, now);
+        moved
+    }
+
+    /// Timers, transmit, events, and waking the thread if a timer moved earlier.
+    fn finish(&self, e: &mut Engine, now: Instant, inline: bool) -> usize {
+        let moved = self.timers_and_transmit(e, now);
         self.dispatch_events(e);
         if inline {
             // A timer armed earlier than the sleeping thread's deadline: wake it to re-plan.
@@ -587,6 +631,7 @@ impl Shared {
 
     /// Drains `poll_transmit` into the TxBatch (fault injector, pcap) and flushes it.
     fn transmit(&self, e: &mut Engine, now: Instant) -> usize {
+        e.tx_deferred = false;
         let mut total = 0;
         loop {
             let Engine {
@@ -749,6 +794,40 @@ impl Shared {
     fn write_stats(&self) {
         if let Some(p) = &self.stat_path {
             let _ = stat::write(p, &self.cfg, &self.stats());
+        }
+    }
+}
+
+/// Devices of this process, for [`flush_at_exit`].
+static LIVE: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
+
+fn register_for_exit(s: &Arc<Shared>) {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        // SAFETY: registers a plain `extern "C" fn()` that lives as long as the program (it is
+        // in this library, which is never unloaded: libibverbs is not dlclose'd by programs).
+        unsafe { libc::atexit(flush_at_exit) };
+    });
+    let mut l = LIVE.lock().unwrap_or_else(|e| e.into_inner());
+    l.retain(|w| w.strong_count() > 0);
+    l.push(Arc::downgrade(s));
+}
+
+/// At process exit: transmit whatever the engines still hold (a deferred final ACK would
+/// otherwise leave the peer retrying forever). Never blocks for long on a busy lock.
+extern "C" fn flush_at_exit() {
+    let l = match LIVE.try_lock() {
+        Ok(l) => l.clone(),
+        Err(_) => return,
+    };
+    for s in l.iter().filter_map(|w| w.upgrade()) {
+        for _ in 0..100 {
+            if let Ok(mut e) = s.engine.try_lock() {
+                let now = s.now();
+                s.transmit(&mut e, now);
+                break;
+            }
+            std::thread::sleep(Duration::from_micros(100));
         }
     }
 }
