@@ -529,8 +529,17 @@ impl Nic {
 
     /// Feeds one received datagram (BTH..ICRC) with what the driver knows of its IP/UDP headers.
     pub fn handle_datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
-        let span = self.live_span();
-        let _d = span.as_ref().map(|s| s.enter());
+        if self.span.is_disabled() {
+            self.datagram(now, meta, data)
+        } else {
+            let span = self.span.clone();
+            let _d = span.enter();
+            self.datagram(now, meta, data)
+        }
+    }
+
+    #[inline(always)]
+    fn datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
         let Ok(p) = Packet::new_checked(data) else {
             self.ctr.malformed += 1;
             return;
@@ -606,13 +615,20 @@ impl Nic {
             return;
         }
         self.ctr.rcvd_pkts += 1;
-        let _q = tracing::enabled!(tracing::Level::TRACE).then(|| tracing::trace_span!("qp", qpn).entered());
         let before = qp.next_timeout();
         let mut ctx = ctx!(self);
-        if is_req {
-            qp.on_request(&mut ctx, meta, &p, &r);
+        let dispatch = |qp: &mut Qp, ctx: &mut Ctx<'_>| {
+            if is_req {
+                qp.on_request(ctx, meta, &p, &r);
+            } else {
+                qp.on_response(ctx, now, &p, &r);
+            }
+        };
+        if tracing::enabled!(tracing::Level::TRACE) {
+            let _q = tracing::trace_span!("qp", qpn).entered();
+            dispatch(qp, &mut ctx);
         } else {
-            qp.on_response(&mut ctx, now, &p, &r);
+            dispatch(qp, &mut ctx);
         }
         if !qp.in_ready {
             qp.in_ready = true;
@@ -701,10 +717,18 @@ impl Nic {
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.ready.is_empty() {
-            return None;
+            None
+        } else if self.span.is_disabled() {
+            self.transmit_next(now, buf)
+        } else {
+            let span = self.span.clone();
+            let _d = span.enter();
+            self.transmit_next(now, buf)
         }
-        let span = self.live_span();
-        let _d = span.as_ref().map(|s| s.enter());
+    }
+
+    #[inline(always)]
+    fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         while let Some(qpn) = self.ready.pop_front() {
             let Some(qp) = self.qps.get_mut(&qpn) else { continue };
             qp.in_ready = false;

@@ -561,9 +561,7 @@ impl Qp {
             let mut r;
             match job {
                 Job::Ack { psn, syndrome, msn } => {
-                    r = Repr::new(bth::Repr::new(Opcode::RC_ACKNOWLEDGE, dqp, psn));
-                    r.aeth = Some(aeth::Repr { syndrome: Syndrome::from_byte(syndrome), msn });
-                    let len = super::requester::emit_headers(&r, buf)?;
+                    let len = crate::hdr::emit_ack(buf, dqp, psn, syndrome, msn)?;
                     self.resp.jobs.pop_front();
                     return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
                 }
