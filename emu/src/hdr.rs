@@ -29,16 +29,26 @@ fn be64(b: &[u8], at: usize) -> u64 {
 }
 
 /// `Repr::parse` for a packet that already passed `Packet::new_checked`.
-#[inline(always)]
+#[cfg(test)]
 pub(crate) fn parse(p: &Packet<&[u8]>, info: &'static OpInfo) -> roce_wire::Result<Repr> {
+    let mut r = Repr::new(bth::Repr::new(roce_wire::Opcode(0), 0, Psn::new(0)));
+    parse_into(p, info, &mut r).map(|()| r)
+}
+
+/// [`parse`] into `r` (every field overwritten; on error `r` is unspecified): no `Repr` is
+/// built and moved per packet.
+#[inline(always)]
+pub(crate) fn parse_into(p: &Packet<&[u8]>, info: &'static OpInfo, r: &mut Repr) -> roce_wire::Result<()> {
     let f = info.flags;
     if f.intersects(SLOW) || !info.is_known() {
-        return Repr::parse(p);
+        *r = Repr::parse(p)?;
+        return Ok(());
     }
     let b: &[u8] = p.into_inner();
     let hdr = info.hdr_len as usize;
     if b.len() < hdr + ICRC_LEN {
-        return Repr::parse(p);
+        *r = Repr::parse(p)?;
+        return Ok(());
     }
     let fl = b[1];
     if fl & 0x0F != 0 {
@@ -55,7 +65,7 @@ pub(crate) fn parse(p: &Packet<&[u8]>, info: &'static OpInfo) -> roce_wire::Resu
     if !f.contains(OpFlags::PAYLOAD) && body != 0 {
         return Err(roce_wire::Error::BadLength);
     }
-    let mut r = Repr::new(bth::Repr {
+    r.bth = bth::Repr {
         opcode: roce_wire::Opcode(b[0]),
         se: fl & 0x80 != 0,
         migreq: fl & 0x40 != 0,
@@ -68,38 +78,51 @@ pub(crate) fn parse(p: &Packet<&[u8]>, info: &'static OpInfo) -> roce_wire::Resu
         ack_req: b[8] & 0x80 != 0,
         resv7: b[8] & 0x7F,
         psn: Psn::new(be24(b, 9)),
-    });
+    };
     r.payload_len = body - pad as usize;
+    r.rdeth = None;
+    r.xrceth = None;
+    r.feth = None;
+    r.cnp_reserved = None;
     let mut at = bth::HEADER_LEN;
-    if f.contains(OpFlags::DETH) {
-        r.deth = Some(deth::Repr { qkey: be32(b, at), resv: b[at + 4], src_qp: be24(b, at + 5) });
+    r.deth = if f.contains(OpFlags::DETH) {
         at += 8;
-    }
-    if f.contains(OpFlags::RETH) {
-        r.reth = Some(reth::Repr { va: be64(b, at), rkey: be32(b, at + 8), dma_len: be32(b, at + 12) });
+        Some(deth::Repr { qkey: be32(b, at - 8), resv: b[at - 4], src_qp: be24(b, at - 3) })
+    } else {
+        None
+    };
+    r.reth = if f.contains(OpFlags::RETH) {
         at += 16;
-    }
-    if f.contains(OpFlags::ATMETH) {
-        r.atomic_eth =
-            Some(atomic_eth::Repr { va: be64(b, at), rkey: be32(b, at + 8), swap_add: be64(b, at + 12), compare: be64(b, at + 20) });
+        Some(reth::Repr { va: be64(b, at - 16), rkey: be32(b, at - 8), dma_len: be32(b, at - 4) })
+    } else {
+        None
+    };
+    r.atomic_eth = if f.contains(OpFlags::ATMETH) {
         at += 28;
-    }
-    if f.contains(OpFlags::AETH) {
-        r.aeth = Some(aeth::Repr { syndrome: Syndrome::from_byte(b[at]), msn: be24(b, at + 1) });
+        Some(atomic_eth::Repr { va: be64(b, at - 28), rkey: be32(b, at - 20), swap_add: be64(b, at - 16), compare: be64(b, at - 8) })
+    } else {
+        None
+    };
+    r.aeth = if f.contains(OpFlags::AETH) {
         at += 4;
-    }
-    if f.contains(OpFlags::ATMACK) {
-        r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: be64(b, at) });
+        Some(aeth::Repr { syndrome: Syndrome::from_byte(b[at - 4]), msn: be24(b, at - 3) })
+    } else {
+        None
+    };
+    r.atomic_ack_eth = if f.contains(OpFlags::ATMACK) {
         at += 8;
-    }
-    if f.contains(OpFlags::IMMDT) {
-        r.immdt = Some(immdt::Repr { imm: be32(b, at) });
+        Some(atomic_ack_eth::Repr { orig: be64(b, at - 8) })
+    } else {
+        None
+    };
+    r.immdt = if f.contains(OpFlags::IMMDT) {
         at += 4;
-    }
-    if f.contains(OpFlags::IETH) {
-        r.ieth = Some(ieth::Repr { rkey: be32(b, at) });
-    }
-    Ok(r)
+        Some(immdt::Repr { imm: be32(b, at - 4) })
+    } else {
+        None
+    };
+    r.ieth = if f.contains(OpFlags::IETH) { Some(ieth::Repr { rkey: be32(b, at) }) } else { None };
+    Ok(())
 }
 
 /// `repr.emit` into `buf[..repr.buffer_len()]`; returns that length (`None` when `buf` is too
@@ -217,6 +240,11 @@ mod test {
     #[test]
     fn parse_and_emit_match_roce_wire() {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
+        let mut last = Repr::new(bth::Repr::new(roce_wire::Opcode(0), 0, Psn::new(0)));
+        last.cnp_reserved = Some([7; 16]);
+        last.rdeth = Some(roce_wire::rdeth::Repr { resv: 1, ee_context: 2 });
+        last.xrceth = Some(3);
+        last.feth = Some(4);
         for i in 0..200_000u32 {
             let op = (i & 0xFF) as u8;
             let info = roce_wire::Opcode(op).info();
@@ -235,6 +263,14 @@ mod test {
             let Ok(p) = Packet::new_checked(&b[..]) else { continue };
             let want = Repr::parse(&p);
             let got = parse(&p, info);
+            // into the Repr of an earlier packet: every field overwritten
+            let mut dirty = last;
+            if parse_into(&p, info, &mut dirty).is_ok() {
+                assert_eq!(Ok(dirty), got, "into op {op:#x} case {i}");
+            }
+            if let Ok(w) = want {
+                last = w;
+            }
             match (&want, &got) {
                 (Ok(w), Ok(g)) => assert_eq!(w, g, "op {op:#x} case {i}"),
                 (Err(_), Err(_)) => {}

@@ -18,7 +18,7 @@ use crate::{Ah, Cq, Error, Pd, Result, Srq};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use roce_wire::opcode::Transport;
-use roce_wire::transport::Packet;
+use roce_wire::transport::{Packet, Repr};
 use roce_wire::{OpFlags, Support};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -104,6 +104,8 @@ pub struct Nic {
     port_mtu: u32,
     active_mtu: Mtu,
     span: tracing::Span,
+    /// Headers of the datagram being handled (parsed in place: no `Repr` moved per packet).
+    rx: Repr,
 }
 
 const MIN_QPN: u32 = 17;
@@ -136,6 +138,7 @@ impl Nic {
             port_mtu: active_mtu.bytes(),
             active_mtu,
             span,
+            rx: Repr::new(roce_wire::bth::Repr::new(roce_wire::Opcode(0), 0, roce_wire::Psn::new(0))),
             cfg,
         }
     }
@@ -570,10 +573,11 @@ impl Nic {
             self.ctr.icrc_errors += 1;
             return;
         }
-        let Ok(r) = crate::hdr::parse(&p, info) else {
+        if crate::hdr::parse_into(&p, info, &mut self.rx).is_err() {
             self.ctr.malformed += 1;
             return;
-        };
+        }
+        let r = &self.rx;
         if r.bth.pkey & 0x7FFF != 0x7FFF {
             self.ctr.bad_pkey += 1;
             return;
@@ -619,9 +623,9 @@ impl Nic {
         let mut ctx = ctx!(self);
         let dispatch = |qp: &mut Qp, ctx: &mut Ctx<'_>| {
             if is_req {
-                qp.on_request(ctx, meta, &p, &r);
+                qp.on_request(ctx, meta, &p, r);
             } else {
-                qp.on_response(ctx, now, &p, &r);
+                qp.on_response(ctx, now, &p, r);
             }
         };
         if tracing::enabled!(tracing::Level::TRACE) {
