@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const GRH: usize = 40;
-const T: Duration = Duration::from_secs(10);
 
 /// Sends `n` datagrams from `ip_client` to the echo server on `ip_server`; returns how many
 /// came back intact.
@@ -30,11 +29,12 @@ pub fn run(
     let server_ep = sqp.endpoint();
     let stop = Arc::new(AtomicBool::new(false));
     let st = stop.clone();
+    // post the first receive before anyone can send: UD drops a datagram that finds none
+    let buf = spd.allocate(GRH + 1024, AccessFlags::LOCAL_WRITE)?;
+    let out = spd.allocate(1024, AccessFlags::LOCAL_WRITE)?;
+    sqp.post_receive(&[buf.slice(..)], 0)?;
     let server = std::thread::spawn(
         move || -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-            let buf = spd.allocate(GRH + 1024, AccessFlags::LOCAL_WRITE)?;
-            let out = spd.allocate(1024, AccessFlags::LOCAL_WRITE)?;
-            sqp.post_receive(&[buf.slice(..)], 0)?;
             while !st.load(Ordering::Relaxed) {
                 let Ok(wc) = scq.wait_one(Duration::from_millis(20)) else {
                     continue;
@@ -63,29 +63,35 @@ pub fn run(
     let ah = cpd.create_ah_to(&server_ep)?;
     let msg = cpd.allocate(1024, AccessFlags::LOCAL_WRITE)?;
     let rbuf = cpd.allocate(GRH + 1024, AccessFlags::LOCAL_WRITE)?;
+    // UD is unreliable: resend after a silence, and skip late echoes of earlier attempts
     let mut ok = 0;
+    cqp.post_receive(&[rbuf.slice(..)], 7)?;
     for i in 0..n {
         let text = format!("datagram {i} from {ip_client}");
         msg.write_at(0, text.as_bytes());
-        cqp.post_receive(&[rbuf.slice(..)], 7)?;
-        cqp.post_send_ud(
-            &[msg.slice(..text.len())],
-            &ah,
-            server_ep.qpn,
-            DEFAULT_QKEY,
-            1,
-        )?;
-        let mut got = false;
-        while !got {
-            let wc = ccq.wait_one(T)?;
-            wc.result()?;
-            if wc.opcode() == roce_provider::verbs::WcOpcode::Recv {
+        'attempts: for _attempt in 0..5 {
+            cqp.post_send_ud(
+                &[msg.slice(..text.len())],
+                &ah,
+                server_ep.qpn,
+                DEFAULT_QKEY,
+                1,
+            )?;
+            loop {
+                let Ok(wc) = ccq.wait_one(Duration::from_millis(500)) else {
+                    continue 'attempts;
+                };
+                wc.result()?;
+                if wc.opcode() != roce_provider::verbs::WcOpcode::Recv {
+                    continue;
+                }
                 let back = rbuf.to_vec();
                 let len = wc.byte_len() as usize - GRH;
+                cqp.post_receive(&[rbuf.slice(..)], 7)?;
                 if back[GRH..GRH + len] == *text.as_bytes() && wc.src_qp() == server_ep.qpn {
                     ok += 1;
+                    break 'attempts;
                 }
-                got = true;
             }
         }
     }
