@@ -271,7 +271,10 @@ fn verbs_reach_the_backend_through_the_c_abi() {
 }
 
 #[test]
-fn default_backend_answers_eopnotsupp_with_the_c_conventions() {
+fn unsupported_backend_answers_eopnotsupp_with_the_c_conventions() {
+    // The real default backend (the roce runtime) would bind UDP 4791; this checks the C
+    // conventions for a backend that implements nothing.
+    TEST_BACKEND.with(|t| *t.borrow_mut() = Some(Arc::new(crate::backend::Unsupported)));
     // SAFETY: C-style calls with valid pointers.
     unsafe {
         let list = ibv_get_device_list(core::ptr::null_mut());
@@ -284,6 +287,7 @@ fn default_backend_answers_eopnotsupp_with_the_c_conventions() {
         assert_eq!(ibv_close_device(ctx), 0);
         ibv_free_device_list(list);
     }
+    TEST_BACKEND.with(|t| *t.borrow_mut() = None);
 }
 
 #[test]
