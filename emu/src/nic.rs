@@ -719,10 +719,20 @@ impl Nic {
 
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
+    #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.ready.is_empty() {
             None
-        } else if self.span.is_disabled() {
+        } else {
+            self.poll_ready(now, buf)
+        }
+    }
+
+    /// [`Nic::poll_transmit`] with a QP in the ready queue (kept out of line so the common
+    /// "nothing to send" answer costs the caller a compare, not a call frame).
+    #[inline(never)]
+    fn poll_ready(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.span.is_disabled() {
             self.transmit_next(now, buf)
         } else {
             let span = self.span.clone();
