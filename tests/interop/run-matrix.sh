@@ -229,11 +229,13 @@ restart_guest() {
 check_run() {
   local f=$1 pcap=$1.pcap inv mal val icrc rcv
   CHK="" CHK_FIG=""
+  sleep 0.3   # let the last frames (final ACKs) reach the capture
   "$L" capture stop "$pcap" >/dev/null 2>>"$f.capture"
   "$ROCE" decode "$pcap" >"$f.decode" 2>&1; local drc=$?
   read -r val inv mal < <(sed -n 's/.*ICRC valid: \([0-9]*\), invalid: \([0-9]*\), truncated: [0-9]*, malformed: \([0-9]*\).*/\1 \2 \3/p' "$f.decode" | head -1)
   if [ -z "${val:-}" ]; then CHK="roce decode: no summary (rc $drc)"
-  elif [ "$drc" != 0 ] || [ "$inv" != 0 ] || [ "$mal" != 0 ]; then CHK="roce decode: $inv invalid ICRC, $mal malformed (rc $drc)"; fi
+  elif [ "$drc" != 0 ] || [ "$inv" != 0 ] || [ "$mal" != 0 ]; then CHK="roce decode: $inv invalid ICRC, $mal malformed (rc $drc)"
+  elif [ "$val" = 0 ]; then CHK="capture holds no RoCE packet (capture broken?)"; fi
   "$L" run --timeout 30 a 'rxe-drops; rc=$?; [ $rc = 0 ] || rxe-drops list | tail -n 20; echo; rdma statistic show link rxe0/1; rxe-drops reset; exit $rc' \
     >"$f.guest" 2>&1 || CHK="${CHK:+$CHK; }guest rxe-drops: $(head -1 "$f.guest")"
   icrc=$(sed -n 's/^icrc_errors=\([0-9]*\) rxe_rcv_drops=\([0-9]*\).*/\1/p' "$f.guest" | head -1)
@@ -371,6 +373,7 @@ TOTAL=$(secs_since "$T_ALL")
 DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 loss_note="5 % loss rows at netdev MTU $(echo $LOSS_MTUS | sed 's/ / and /g') only"
 [ "$LOSS_MTUS" = "$MTUS" ] && loss_note="5 % loss rows at every MTU"
+[[ $LOSSES == *rxe* || $LOSSES == *emu* ]] || loss_note="no loss rows (--losses $LOSSES)"
 echo
 echo "== interop matrix: emulator ($(cd "$REPO_DIR" && git rev-parse --short HEAD 2>/dev/null)) <-> kernel rdma_rxe (Debian 12, ${GUEST_KERNEL:-?}), $DATE"
 printf '%-28s %-18s %5s %-10s %-8s %7s  %s\n' tool "server ← client" MTU loss result time figures
