@@ -33,7 +33,8 @@ pub struct BenchArgs {
     /// Short run (3 sizes, 50 ms per point): a smoke test, not a measurement.
     #[arg(long)]
     pub quick: bool,
-    /// Also measure 1% loss and 1,000 QPs, print the issue-6 ratios, exit 1 if one misses.
+    /// Also measure 1% loss (on the next two addresses) and 1,000 QPs, print the issue-6
+    /// ratios, exit 1 if one misses (one-process mode only).
     #[arg(long)]
     pub check: bool,
     /// Serve the passive side for a `--client` on another host (control port `--port`).
