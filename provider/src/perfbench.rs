@@ -9,6 +9,9 @@
 //!   both sides busy-polling, [`crate::udp::baseline::pingpong`]); perftest reports half a round
 //!   trip, so the ratio is `2 × t_typical / UDP p50 RTT`; target ≤ 2.
 //!
+//! The perftest server runs on CPU 0 and the client on CPU 1 (`taskset`), as the raw UDP
+//! baseline pins its two threads.
+//!
 //! Run: `cargo run --release -p roce-provider --example perftest_bench -- [--mtu 4096] [--secs 3]`
 //! (builds nothing itself: the library must exist, see [`crate::cli::lib_dir`]).
 
@@ -86,8 +89,19 @@ fn pair(
     port: u16,
     limit: Duration,
 ) -> Result<(String, String), String> {
+    // Pinned like the raw UDP baseline (server CPU 0, client CPU 1) when taskset exists.
+    let taskset = ["/usr/bin/taskset", "/bin/taskset"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
     let mk = |ip: &str, client: bool| {
-        let mut c = Command::new(tool);
+        let mut c = match taskset {
+            Some(ts) => {
+                let mut c = Command::new(ts);
+                c.args(["-c", if client { "1" } else { "0" }, tool]);
+                c
+            }
+            None => Command::new(tool),
+        };
         c.args(args).args(["-p", &port.to_string()]);
         if client {
             c.arg("127.0.0.1");
