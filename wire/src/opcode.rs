@@ -476,6 +476,37 @@ const fn build_table() -> [OpInfo; 256] {
 /// The opcode table, indexed by the BTH opcode byte.
 pub static OPCODE_TABLE: [OpInfo; 256] = build_table();
 
+const fn build_offsets() -> [Offsets; 256] {
+    let mut t = [Offsets {
+        rdeth: None,
+        deth: None,
+        xrceth: None,
+        feth: None,
+        reth: None,
+        atmeth: None,
+        aeth: None,
+        atmack: None,
+        immdt: None,
+        ieth: None,
+        payload: hdr_len::BTH,
+    }; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = OPCODE_TABLE[i].offsets();
+        i += 1;
+    }
+    t
+}
+
+/// Header offsets of every opcode, precomputed from [`OPCODE_TABLE`].
+pub static OFFSETS_TABLE: [Offsets; 256] = build_offsets();
+
+/// Header offsets of `op` (a table lookup).
+#[inline]
+pub fn offsets_of(op: Opcode) -> &'static Offsets {
+    &OFFSETS_TABLE[op.0 as usize]
+}
+
 #[allow(missing_docs)]
 impl Opcode {
     pub const RC_SEND_FIRST: Opcode = Opcode(0x00);

@@ -2,7 +2,7 @@
 //!
 //! The view ([`Packet`]) locates every header through the [opcode table](crate::opcode); the
 //! [`Repr`] is the parsed meaning of a well-formed packet and can emit it again byte for byte.
-use crate::opcode::{Offsets, OpFlags, OpInfo, Opcode, Support};
+use crate::opcode::{offsets_of, Offsets, OpFlags, OpInfo, Opcode, Support};
 use crate::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, rdeth, reth};
 use crate::{field, Error, Result, ICRC_LEN};
 use core::fmt;
@@ -75,7 +75,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// Header offsets from the opcode table.
     #[inline]
     pub fn offsets(&self) -> Offsets {
-        self.info().offsets()
+        *offsets_of(self.opcode())
     }
 
     fn at(&self, off: Option<usize>) -> Option<&[u8]> {
@@ -264,41 +264,37 @@ impl Repr {
             return Err(Error::BadLength);
         }
         let mut r = Repr::new(bth);
-        r.payload_len = p.payload_len();
-        r.rdeth = p.rdeth().map(|h| rdeth::Repr {
-            resv: h.resv(),
-            ee_context: h.ee_context(),
-        });
-        r.deth = p.deth().map(|h| deth::Repr {
-            qkey: h.qkey(),
-            resv: h.resv(),
-            src_qp: h.src_qp(),
-        });
-        r.xrceth = p
-            .offsets()
-            .xrceth
-            .map(|o| field::u32_at(p.buffer.as_ref(), o..o + 4));
-        r.feth = p.feth();
-        r.reth = p.reth().map(|h| reth::Repr {
-            va: h.va(),
-            rkey: h.rkey(),
-            dma_len: h.dma_len(),
-        });
-        r.atomic_eth = p.atomic_eth().map(|h| atomic_eth::Repr {
-            va: h.va(),
-            rkey: h.rkey(),
-            swap_add: h.swap_add(),
-            compare: h.compare(),
-        });
-        r.aeth = p.aeth().map(|h| aeth::Repr {
-            syndrome: h.syndrome(),
-            msn: h.msn(),
-        });
-        r.atomic_ack_eth = p
-            .atomic_ack_eth()
-            .map(|h| atomic_ack_eth::Repr { orig: h.orig() });
-        r.immdt = p.immdt().map(|h| immdt::Repr { imm: h.imm() });
-        r.ieth = p.ieth().map(|h| ieth::Repr { rkey: h.rkey() });
+        r.payload_len = body - bth.pad_cnt as usize;
+        // One table lookup for all offsets; each header read straight from its slice.
+        let o = offsets_of(p.opcode());
+        let b = p.buffer.as_ref();
+        let h = |at: Option<usize>| at.map(|at| &b[at..]);
+        r.rdeth = h(o.rdeth)
+            .map(|s| rdeth::Repr::parse(&rdeth::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.deth = h(o.deth)
+            .map(|s| deth::Repr::parse(&deth::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.xrceth = o.xrceth.map(|at| field::u32_at(b, at..at + 4));
+        r.feth = o.feth.map(|at| field::u32_at(b, at..at + 4));
+        r.reth = h(o.reth)
+            .map(|s| reth::Repr::parse(&reth::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.atomic_eth = h(o.atmeth)
+            .map(|s| atomic_eth::Repr::parse(&atomic_eth::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.aeth = h(o.aeth)
+            .map(|s| aeth::Repr::parse(&aeth::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.atomic_ack_eth = h(o.atmack)
+            .map(|s| atomic_ack_eth::Repr::parse(&atomic_ack_eth::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.immdt = h(o.immdt)
+            .map(|s| immdt::Repr::parse(&immdt::Packet::new_unchecked(s)))
+            .transpose()?;
+        r.ieth = h(o.ieth)
+            .map(|s| ieth::Repr::parse(&ieth::Packet::new_unchecked(s)))
+            .transpose()?;
         if info.flags.contains(OpFlags::CNP) {
             let mut c = [0u8; 16];
             c.copy_from_slice(&p.buffer.as_ref()[bth::HEADER_LEN..bth::HEADER_LEN + 16]);
@@ -324,7 +320,7 @@ impl Repr {
     /// bytes. The payload and ICRC are left for the caller. Never panics when the buffer is
     /// exactly [`buffer_len`](Self::buffer_len) long.
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
-        let o = self.bth.opcode.info().offsets();
+        let o = offsets_of(self.bth.opcode);
         let len = self.buffer_len();
         let b = &mut p.buffer.as_mut()[..len];
         self.bth.emit(&mut bth::Packet::new_unchecked(&mut b[..]));
