@@ -190,7 +190,7 @@ fn sge_limits() {
     );
     let q = nic.create_qp(pd, &init(cq, cap(4, 4, 32, 0))).unwrap();
     assert!(q >= 17);
-    // a QP with 2 SGEs refuses 3 (send and receive)
+    // the pair's QPs (4 SGEs) refuse 5, on send and on receive
     let mut p = Pair::new(202, LinkConfig::ideal(), Opts::default());
     let sg = [sge(&p.a, 0, 8); 5];
     let (qa, qb) = (p.a.qpn, p.b.qpn);
