@@ -74,7 +74,7 @@ for t in ibv_rc_pingpong ib_write_bw; do
 done
 
 OUT=$LAB_HOME/interop-matrix-$(date +%Y%m%d-%H%M%S)
-mkdir -p "$OUT/runs" "$OUT/bin/lib"
+mkdir -p "$OUT/runs" "$OUT/bin/lib" "$OUT/stat"
 LOG=$OUT/log.txt
 say() { printf '[matrix %(%H:%M:%S)T] %s\n' -1 "$*" | tee -a "$LOG" >&2; }
 
@@ -147,12 +147,15 @@ lab_up() {
 
 ROWS=() MD_ROWS=() PASSED=0 FAILED=0 NA=0 RETRIES=0 FAILURES=()
 
+# The emulator's own counters while it is still running (evidence before it is killed).
+emu_stat() { { "$ROCE" stat --stat-dir "$OUT/stat" --ip $EMU_IP -a; ip netns exec "$HNS" ss -uanmp; udp_counters; } >"$1.emustat" 2>&1 || true; }
+udp_counters() { ip netns exec "$HNS" awk '/^Udp:/ && /[0-9]/ {print "InErrors=" $4, "RcvbufErrors=" $6}' /proc/net/snmp 2>/dev/null; }
 guest_done() { [ -f "$SHARE/out/$1.rc" ]; }
 guest_rc() { cat "$SHARE/out/$1.rc" 2>/dev/null || echo "?"; }
 guest_collect() { cat "$SHARE/out/$1.stdout" "$SHARE/out/$1.stderr" >"$2" 2>/dev/null || true; }
 guest_kill() { "$L" run --timeout 15 a "pkill -9 -f '$1' ; true" >/dev/null 2>&1 || true; }
 emu_listening() { ip netns exec "$HNS" ss -ltn 2>/dev/null | grep -q ':18515 '; }
-guest_clean_cmd='sleep 1; rdma res show qp | grep -v " lqpn 1 " | grep lqpn && exit 1; ss -tan | grep ":18515 " && exit 1; exit 0'
+guest_clean_cmd='for i in 1 2 3 4 5 6 7 8; do sleep 1; rdma res show qp | grep -v " lqpn 1 " | grep -q lqpn || { ss -tan | grep -q ":18515 " || exit 0; }; done; rdma res show qp; ss -tan; exit 1'
 guest_listen_cmd='for i in $(seq 150); do ss -ltn | grep -q ":18515 " && exit 0; sleep 0.1; done; exit 1'
 
 # run_once F DIR TIMEOUT CMD: one server/client pair. DIR is emu-srv (emulator server, rxe
@@ -162,7 +165,9 @@ run_once() {
   local f=$1 dir=$2 to=$3 cmd=$4 gid="" epid="" t_start t_first="" tool=${4%% *}
   tool=${tool/@IMM@/imm_pingpong}
   RC_S="" RC_C="" HUNG_RXE=0
-  local emu_cmd=(timeout -s KILL "$to" ip netns exec "$HNS" "$ROCE" run --lib-dir "$OUT/bin/lib"
+  # The emulator's own bound is later than the loop's deadline (to + 10 s), so a hung emulator
+  # is killed by the loop, which saves its counters first.
+  local emu_cmd=(timeout -s KILL "$((to + 20))" ip netns exec "$HNS" env ROCE_STAT_DIR="$OUT/stat" "$ROCE" run --lib-dir "$OUT/bin/lib"
                  --ip $EMU_IP --mtu "$IBMTU" --)
   if [ "$dir" = emu-srv ]; then
     # shellcheck disable=SC2086
@@ -192,12 +197,12 @@ run_once() {
     if [ -z "$t_first" ] && { [ "$e_rc" = 0 ] || [ "$g_rc" = 0 ]; }; then t_first=$(now_ms); fi
     if [ -n "$t_first" ] && [ $(( $(now_ms) - t_first )) -ge $((SERVER_GRACE * 1000)) ]; then
       if [ -z "$g_rc" ]; then guest_kill "$tool"; g_rc=killed; HUNG_RXE=1; fi
-      if [ -z "$e_rc" ]; then kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; e_rc=killed; fi
+      if [ -z "$e_rc" ]; then emu_stat "$f"; kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; e_rc=killed; fi
       break
     fi
     if [ $(( $(now_ms) - t_start )) -ge $(( (to + 10) * 1000 )) ]; then
       [ -n "$g_rc" ] || { guest_kill "$tool"; g_rc=killed; }
-      [ -n "$e_rc" ] || { kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; e_rc=killed; }
+      [ -n "$e_rc" ] || { emu_stat "$f"; kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; e_rc=killed; }
       break
     fi
     sleep 0.2
@@ -241,6 +246,8 @@ check_run() {
   icrc=$(sed -n 's/^icrc_errors=\([0-9]*\) rxe_rcv_drops=\([0-9]*\).*/\1/p' "$f.guest" | head -1)
   rcv=$(sed -n 's/^icrc_errors=\([0-9]*\) rxe_rcv_drops=\([0-9]*\).*/\2/p' "$f.guest" | head -1)
   CHK_FIG="${val:-?} pkts, icrc ${inv:-?}/${icrc:-?}"
+  local cdrop; cdrop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$f.capture" | tail -1)
+  [ "${cdrop:-0}" = 0 ] || CHK_FIG+=" (tcpdump missed $cdrop frames)"
   [ "${rcv:-0}" = 0 ] || CHK_FIG+=", rxe_rcv_drops $rcv"
 }
 
@@ -253,6 +260,7 @@ run_tool() {
   [ "${NEED_RESTART:-0}" = 0 ] || restart_guest "left over from the previous run"
   [ -f "$SHARE/imm_pingpong" ] || cp "$IMM" "$SHARE/imm_pingpong"
   "$L" capture start >/dev/null 2>"$f.capture"
+  UDP0=$(udp_counters)
   run_once "$f" "$dir" "$to" "$cmd"
   if [ "$kind" = rc ] && [ "$HUNG_RXE" = 1 ]; then
     # Kernel rxe's retry_cnt=7 "retry forever" (README): restart the guest, retry once.
@@ -266,6 +274,8 @@ run_tool() {
     run_once "$f" "$dir" "$to" "$cmd"
   fi
   check_run "$f"
+  local udp1; udp1=$(udp_counters)
+  [ "$udp1" = "$UDP0" ] || { echo "emulator namespace UDP: before $UDP0, after $udp1" >>"$f.guest"; CHK_FIG+=", ns UDP errors: $udp1"; }
   local secs; secs=$(secs_since "$t0")
   if [ "$kind" = nd ]; then
     # UC/UD under loss: completing or being killed while waiting are both by design.
@@ -307,22 +317,22 @@ tools() {   # tools LOSS: prints "LABEL|KIND|TIMEOUT|CMD" lines
   local lossy=$1 PP="-d rxe0 -g $GIDX -m $IBMTU -c" PT="-d rxe0 -x $GIDX" nd=rc
   local udsz=$((IBMTU / 2))
   if [ "$lossy" = none ]; then
-    echo "ibv_rc_pingpong|rc|90|ibv_rc_pingpong $PP -n 100"
-    echo "ibv_rc_pingpong -s 8192|rc|90|ibv_rc_pingpong $PP -s 8192 -n 50"
-    echo "ibv_rc_pingpong -e|rc|90|ibv_rc_pingpong $PP -e -n 100"
-    echo "ibv_uc_pingpong|rc|90|ibv_uc_pingpong $PP -n 100"
-    echo "ibv_ud_pingpong|rc|90|ibv_ud_pingpong -d rxe0 -g $GIDX -c -s $udsz -n 100"
-    echo "ibv_srq_pingpong|rc|90|ibv_srq_pingpong $PP -n 20"
-    echo "ib_write_bw|rc|90|ib_write_bw $PT -s 16384 -n 100"
-    echo "ib_read_bw|rc|90|ib_read_bw $PT -s 16384 -n 100"
-    echo "ib_send_bw RC|rc|90|ib_send_bw $PT -s 16384 -n 100"
-    echo "ib_send_bw -c UD|rc|90|ib_send_bw $PT -c UD -s $udsz -n 100"
-    echo "ib_atomic_bw CMP_AND_SWAP|rc|90|ib_atomic_bw $PT -A CMP_AND_SWAP -n 100"
-    echo "ib_atomic_bw FETCH_AND_ADD|rc|90|ib_atomic_bw $PT -A FETCH_AND_ADD -n 100"
-    echo "ib_write_lat|rc|90|ib_write_lat $PT -s 64 -n 100"
-    echo "ib_read_lat|rc|90|ib_read_lat $PT -s 64 -n 100"
-    echo "ib_send_lat|rc|90|ib_send_lat $PT -s 64 -n 100"
-    echo "imm write+send|rc|90|@IMM@ -d rxe0 -g $GIDX -m $IBMTU -s 4096 -n 50"
+    echo "ibv_rc_pingpong|rc|45|ibv_rc_pingpong $PP -n 100"
+    echo "ibv_rc_pingpong -s 8192|rc|45|ibv_rc_pingpong $PP -s 8192 -n 50"
+    echo "ibv_rc_pingpong -e|rc|45|ibv_rc_pingpong $PP -e -n 100"
+    echo "ibv_uc_pingpong|rc|30|ibv_uc_pingpong $PP -n 100"
+    echo "ibv_ud_pingpong|rc|30|ibv_ud_pingpong -d rxe0 -g $GIDX -c -s $udsz -n 100"
+    echo "ibv_srq_pingpong|rc|45|ibv_srq_pingpong $PP -n 20"
+    echo "ib_write_bw|rc|45|ib_write_bw $PT -s 16384 -n 100"
+    echo "ib_read_bw|rc|45|ib_read_bw $PT -s 16384 -n 100"
+    echo "ib_send_bw RC|rc|45|ib_send_bw $PT -s 16384 -n 100"
+    echo "ib_send_bw -c UD|rc|45|ib_send_bw $PT -c UD -s $udsz -n 100"
+    echo "ib_atomic_bw CMP_AND_SWAP|rc|45|ib_atomic_bw $PT -A CMP_AND_SWAP -n 100"
+    echo "ib_atomic_bw FETCH_AND_ADD|rc|45|ib_atomic_bw $PT -A FETCH_AND_ADD -n 100"
+    echo "ib_write_lat|rc|45|ib_write_lat $PT -s 64 -n 100"
+    echo "ib_read_lat|rc|45|ib_read_lat $PT -s 64 -n 100"
+    echo "ib_send_lat|rc|45|ib_send_lat $PT -s 64 -n 100"
+    echo "imm write+send|rc|45|@IMM@ -d rxe0 -g $GIDX -m $IBMTU -s 4096 -n 50"
   else
     echo "ibv_rc_pingpong|rc|120|ibv_rc_pingpong $PP -n 30"
     echo "ibv_rc_pingpong -s 8192|rc|120|ibv_rc_pingpong $PP -s 8192 -n 20"

@@ -90,7 +90,7 @@ cmd_capture() {
       done
       [ -f "$pidf" ] && die "a capture is already running"
       rm -f "$pcap" "$LAB_DIR/capture.log"
-      ip netns exec "$NS" tcpdump -i "$iface" --immediate-mode -n -s 0 -U -Z root -w "$pcap" "$filter" \
+      ip netns exec "$NS" tcpdump -i "$iface" --immediate-mode -B 32768 -n -s 0 -U -Z root -w "$pcap" "$filter" \
         >"$LAB_DIR/capture.log" 2>&1 </dev/null &
       echo $! >"$pidf"
       local i
