@@ -178,7 +178,8 @@ struct Engine {
     nic: Nic,
     sock: Socket,
     tx: TxBatch,
-    rx: RecvBatch,
+    /// `None` only while a receive pass has it out (see `receive`).
+    rx: Option<RecvBatch>,
     fault: Fault,
     held: Option<(Vec<u8>, TxMeta)>,
     pcap: Option<PcapSink<io::BufWriter<std::fs::File>>>,
@@ -269,7 +270,7 @@ impl Device {
         let engine = Engine {
             nic,
             tx: TxBatch::new(16, MAX_PACKET),
-            rx: RecvBatch::new(16),
+            rx: Some(RecvBatch::new(16)),
             fault: Fault::new(cfg.loss, cfg.reorder, cfg.fault_seed, cfg.fault_all)
                 .with_acks(cfg.fault_acks),
             held: None,
@@ -524,8 +525,9 @@ impl Shared {
     /// Receives and handles up to a few batches (so a flood cannot starve the caller).
     fn receive(&self, e: &mut Engine, now: Instant) -> usize {
         let mut moved = 0;
+        let Some(mut rx) = e.rx.take() else { return 0 };
         for _ in 0..4 {
-            let n = match e.sock.recv_batch(&mut e.rx, Wait::NonBlocking) {
+            let n = match e.sock.recv_batch(&mut rx, Wait::NonBlocking) {
                 Ok(n) => n,
                 Err(err) => {
                     tracing::debug!(%err, "recv_batch");
@@ -535,13 +537,17 @@ impl Shared {
             if n == 0 {
                 break;
             }
+            if moved > 0 {
+                // ACKs for the previous batch leave before this one is handled.
+                self.transmit(e, now);
+            }
             moved += n;
-            let Engine { nic, rx, pcap, .. } = e;
-            self.handle_batch(nic, rx, pcap.as_mut(), now);
-            if e.rx.buffers() < e.rx.capacity() {
+            self.handle_batch(e, &rx, now);
+            if rx.buffers() < rx.capacity() {
                 break;
             }
         }
+        e.rx = Some(rx);
         moved
     }
 
@@ -569,19 +575,22 @@ impl Shared {
     }
 
     /// Feeds every datagram of `rx` to the engine, after the ICRC check.
-    fn handle_batch(
-        &self,
-        nic: &mut Nic,
-        rx: &RecvBatch,
-        mut pcap: Option<&mut PcapSink<io::BufWriter<std::fs::File>>>,
-        now: Instant,
-    ) {
+    ///
+    /// Between GRO buffers (one GSO send of the peer each, typically a message) it transmits
+    /// what the engine queued, so ACKs leave while the rest of the batch is handled and the
+    /// sender's 128-PSN window keeps moving.
+    fn handle_batch(&self, e: &mut Engine, rx: &RecvBatch, now: Instant) {
         self.ctr.rx_batches.fetch_add(1, Relaxed);
         if let Some(d) = rx.drops() {
             self.ctr.rx_kernel_drops.fetch_max(d as u64, Relaxed);
         }
         let policy = self.cfg.icrc_policy;
+        let mut seen = false;
         for d in rx.iter() {
+            if d.gro_index == 0 && seen {
+                self.transmit(e, now);
+            }
+            seen = true;
             self.ctr.rx_datagrams.fetch_add(1, Relaxed);
             self.ctr.rx_bytes.fetch_add(d.payload.len() as u64, Relaxed);
             if d.truncated {
@@ -611,7 +620,7 @@ impl Shared {
                 ttl: d.ttl.unwrap_or(64),
                 flow_label: 0,
             };
-            if let Some(p) = pcap.as_deref_mut() {
+            if let Some(p) = e.pcap.as_mut() {
                 let m = RxMeta {
                     ipv4_id: id.or(Some(0)),
                     ..meta
@@ -625,7 +634,7 @@ impl Shared {
             if !v4 {
                 meta.ipv4_id = None;
             }
-            nic.handle_datagram(now, &meta, d.payload);
+            e.nic.handle_datagram(now, &meta, d.payload);
         }
     }
 
@@ -879,10 +888,7 @@ fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             Ok(_) => {
                 let mut e = s.lock();
                 let now = s.now();
-                {
-                    let Engine { nic, pcap, .. } = &mut *e;
-                    s.handle_batch(nic, &rx, pcap.as_mut(), now);
-                }
+                s.handle_batch(&mut e, &rx, now);
                 s.progress(&mut e, Origin::Thread);
             }
             Err(err) => {
