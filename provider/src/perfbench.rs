@@ -83,7 +83,7 @@ impl Report {
 }
 
 fn pair(
-    lib: &PathBuf,
+    lib: &std::path::Path,
     tool: &str,
     args: &[String],
     port: u16,
@@ -106,7 +106,7 @@ fn pair(
         if client {
             c.arg("127.0.0.1");
         }
-        let mut ld = lib.clone().into_os_string();
+        let mut ld = lib.as_os_str().to_os_string();
         if let Some(old) = std::env::var_os("LD_LIBRARY_PATH") {
             ld.push(":");
             ld.push(old);
