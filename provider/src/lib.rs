@@ -1,9 +1,9 @@
 //! roce-provider: verbs API, datapath and CLI.
 pub mod udp;
 
+pub mod bench;
+pub mod cli;
 pub mod decode;
+pub mod perfbench;
 pub mod runtime;
 pub mod verbs;
-pub mod cli;
-pub mod bench;
-pub mod perfbench;

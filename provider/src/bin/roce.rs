@@ -49,7 +49,11 @@ fn main() -> ExitCode {
             ExitCode::from(code)
         }
         Command::Run(args) => ExitCode::from(roce_provider::cli::run(&args)),
-        Command::Devices(args) => ExitCode::from(roce_provider::cli::devices(&args, &mut std::io::stdout())),
-        Command::Stat(args) => ExitCode::from(roce_provider::cli::stat(&args, &mut std::io::stdout())),
+        Command::Devices(args) => {
+            ExitCode::from(roce_provider::cli::devices(&args, &mut std::io::stdout()))
+        }
+        Command::Stat(args) => {
+            ExitCode::from(roce_provider::cli::stat(&args, &mut std::io::stdout()))
+        }
     }
 }
