@@ -15,7 +15,7 @@
 //!   after activity and then blocks on the socket (with a [`Waker`](crate::udp::Waker)) until
 //!   the next datagram or the engine's next timeout, so retransmission and RNR timers and
 //!   event-driven programs (completion channels, `ibv_rc_pingpong -e`) work when nobody polls.
-//!   While the program itself progresses (it did within the last 2 ms) the thread does not
+//!   While the program itself progresses (it polled within the last 200 µs) the thread does not
 //!   watch the socket; it only wakes for timers, so it never competes for packets or the lock.
 //!
 //! The engine lives behind one mutex; every entry point takes it for a short time. Packets are
@@ -84,7 +84,7 @@ pub type AsyncHandler = Arc<dyn Fn(AsyncEvent) + Send + Sync>;
 /// Largest datagram the engine writes (BTH..ICRC for a 4096-byte MTU plus headers).
 const MAX_PACKET: usize = 4096 + 64;
 /// The program counts as "progressing by itself" this long after its last inline progress.
-const APP_ACTIVE_NS: u64 = 2_000_000;
+const APP_ACTIVE_NS: u64 = 200_000;
 
 /// Runtime counters (datapath side; the engine's are in [`roce_emu::Counters`]).
 #[derive(Debug, Default)]
@@ -405,7 +405,7 @@ impl Device {
             let n = e.nic.poll_cq(cq, wc);
             if n > 0 {
                 // Hand the completions over first; what the engine queued (ACKs, responses)
-                // goes out at the program's next post or poll, or within a millisecond from
+                // goes out at the program's next post or poll, or within 200 µs from
                 // the progress thread: one system call less on the latency path.
                 sh.dispatch_events(&mut e);
                 sh.ctr.tx_deferred.fetch_add(1, Relaxed);
@@ -869,7 +869,7 @@ fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         };
         if app_active {
             // The program progresses by itself: stay off the socket and the lock.
-            let w = wait_ns.min(1_000_000);
+            let w = wait_ns.min(APP_ACTIVE_NS);
             s.thread_deadline.store(now.as_nanos() + w, Relaxed);
             s.ctr.thread_sleeps.fetch_add(1, Relaxed);
             std::thread::sleep(Duration::from_nanos(w.max(50_000)));
