@@ -45,6 +45,46 @@ fn guessed_rkeys_never_hit() {
 }
 
 #[test]
+fn guessed_rkeys_on_uc_are_dropped_silently_and_the_qp_stays_up() {
+    let o = Opts {
+        qp_type: QpType::Uc,
+        ..Default::default()
+    };
+    let mut p = Pair::new(116, roce_emu::sim::LinkConfig::ideal(), o);
+    let before = p.b.mem.to_vec();
+    let real = p.b.mr.rkey;
+    let mut s = 0xfeed_u64;
+    let mut guesses: Vec<u32> = (0..1000)
+        .map(|_| xorshift(&mut s) as u32)
+        .filter(|&k| k != real)
+        .collect();
+    // UC has no NAK: a wrong key costs the attacker nothing but the packet. With the MR's index
+    // and generation known, only the 8 random bits remain (as in rxe, and mlx5's 8-bit key).
+    let wrong_byte: Vec<u32> = (0..=255u32)
+        .map(|b| b << 24 | (real & 0xFF_FFFF))
+        .filter(|&k| k != real)
+        .collect();
+    guesses.extend(&wrong_byte);
+    let mut psn = 0x100;
+    for &k in &guesses {
+        let mut r = write(&p, psn, IOVA + 64, k, 8);
+        r.bth.opcode = Opcode::UC_RDMA_WRITE_ONLY;
+        r.bth.ack_req = false;
+        to_b(&mut p, &r, b"guessed!");
+        psn += 1;
+    }
+    assert!(out_b(&mut p).is_empty(), "UC never answers");
+    assert_eq!(p.nic_b().counters().req_dropped, guesses.len() as u64);
+    assert_eq!(p.qp_b().qp_state, QpState::Rts);
+    assert_eq!(p.b.mem.to_vec(), before, "a guessed key wrote memory");
+    assert_eq!(
+        wrong_byte.len(),
+        255,
+        "the search space of a targeted guess is 256 keys"
+    );
+}
+
+#[test]
 fn stale_rkey_fails_even_after_its_slot_is_reused() {
     let mut p = pair(102);
     let pd = p.b.pd;
