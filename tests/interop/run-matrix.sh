@@ -207,8 +207,8 @@ run_once() {
     fi
     sleep 0.2
   done
-  # The guest's own `timeout -s KILL` exits 137.
-  [ "$g_rc" = 137 ] && g_rc=killed
+  # The guest's own `timeout -s KILL` exits 137; it kills only the shell, so kill the tool too.
+  [ "$g_rc" = 137 ] && { g_rc=killed; guest_kill "$tool"; }
   [ "$e_rc" = 137 ] && e_rc=killed
   if [ "$dir" = emu-srv ]; then
     RC_S=$e_rc RC_C=$g_rc; guest_collect "$gid" "$f.client"
