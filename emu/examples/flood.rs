@@ -264,7 +264,7 @@ fn main() {
                 sent += 1;
             }
             n += 1;
-            if n % 256 == 0 {
+            if n & 255 == 0 {
                 now = now.add_nanos(256 * 100);
                 nic.handle_timeout(now);
                 for cq in [scq, rcq] {
@@ -284,7 +284,7 @@ fn main() {
                         }
                     }
                 }
-                if n % 4096 == 0 {
+                if n & 4095 == 0 {
                     for (i, &q) in qpns.iter().enumerate() {
                         if nic.query_qp(q).unwrap().qp_state == QpState::Err {
                             connect(&mut nic, q, types[i], peer, 0x100 + i as u32);

@@ -65,13 +65,11 @@ fn guessed_rkeys_on_uc_are_dropped_silently_and_the_qp_stays_up() {
         .filter(|&k| k != real)
         .collect();
     guesses.extend(&wrong_byte);
-    let mut psn = 0x100;
-    for &k in &guesses {
-        let mut r = write(&p, psn, IOVA + 64, k, 8);
+    for (i, &k) in guesses.iter().enumerate() {
+        let mut r = write(&p, 0x100 + i as u32, IOVA + 64, k, 8);
         r.bth.opcode = Opcode::UC_RDMA_WRITE_ONLY;
         r.bth.ack_req = false;
         to_b(&mut p, &r, b"guessed!");
-        psn += 1;
     }
     assert!(out_b(&mut p).is_empty(), "UC never answers");
     assert_eq!(p.nic_b().counters().req_dropped, guesses.len() as u64);

@@ -242,7 +242,7 @@ fn duplicate_request_floods_keep_replay_state_bounded() {
     for _ in 0..20_000 {
         let i = xorshift(&mut s) % 20;
         let base = 0x100 + 3 * i as u32;
-        let r = if xorshift(&mut s) % 2 == 0 {
+        let r = if xorshift(&mut s) & 1 == 0 {
             read(&p, base, IOVA + 64 * i, rkey, 2048)
         } else {
             atomic(

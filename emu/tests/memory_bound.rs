@@ -405,7 +405,7 @@ fn a_flood_to_nonexistent_qpns_allocates_nothing() {
     let mut b = dev("10.0.0.2", 3);
     let a = dev("10.0.0.1", 4);
     connect(&mut b, &a, 0);
-    let mut pkt = vec![0u8; 64];
+    let mut pkt = [0u8; 64];
     let mut r = Repr::new(bth::Repr::new(Opcode::RC_SEND_ONLY, 0, Psn::new(0)));
     r.set_payload_len(16);
     let len = r.buffer_len();

@@ -55,12 +55,12 @@ impl MemoryRegion for Guarded {
     }
     fn atomic_cmp_swap(&self, off: usize, cmp: u64, swap: u64) -> u64 {
         self.check("cmp_swap", off, 8);
-        assert!(off % 8 == 0, "misaligned atomic at {off}");
+        assert!(off & 7 == 0, "misaligned atomic at {off}");
         self.inner.atomic_cmp_swap(off, cmp, swap)
     }
     fn atomic_fetch_add(&self, off: usize, add: u64) -> u64 {
         self.check("fetch_add", off, 8);
-        assert!(off % 8 == 0, "misaligned atomic at {off}");
+        assert!(off & 7 == 0, "misaligned atomic at {off}");
         self.inner.atomic_fetch_add(off, add)
     }
 }

@@ -176,11 +176,11 @@ pub fn run(data: &[u8]) {
                 };
                 let signaled = chance(&mut u, 7, 8);
                 let inline = !opcode.is_rd_atomic() && len <= 64 && chance(&mut u, 1, 4);
-                let src_off = range(&mut u, 0, (4096 - len) as u32) as usize;
+                let src_off = range(&mut u, 0, 4096 - len) as usize;
                 let (local, remote) = match opcode {
                     WrOpcode::RdmaRead => (
-                        SINK_ZONE + range(&mut u, 0, (8192 - len) as u32) as usize,
-                        R_ZONE + range(&mut u, 0, (4096 - len) as u32) as usize,
+                        SINK_ZONE + range(&mut u, 0, 8192 - len) as usize,
+                        R_ZONE + range(&mut u, 0, 4096 - len) as usize,
                     ),
                     o if o.is_atomic() => (
                         SINK_ZONE + 8 * range(&mut u, 0, 1023) as usize,
@@ -189,7 +189,7 @@ pub fn run(data: &[u8]) {
                     WrOpcode::Send | WrOpcode::SendWithImm => (SRC_ZONE + src_off, 0),
                     _ => (
                         SRC_ZONE + src_off,
-                        W_ZONE + range(&mut u, 0, (4096 - len) as u32) as usize,
+                        W_ZONE + range(&mut u, 0, 4096 - len) as usize,
                     ),
                 };
                 let len = len as usize;
