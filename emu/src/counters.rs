@@ -62,4 +62,28 @@ counters! {
     resp_queue_full,
     /// Completions lost to a full CQ.
     cq_overflow,
+    /// Diagnostics (`crate::diag`), every occurrence: a SEND with no receive posted (RNR NAK).
+    diag_rnr_no_recv,
+    /// Inbound RDMA with an unknown rkey.
+    diag_bad_rkey,
+    /// Inbound RDMA with the rkey of a deregistered region.
+    diag_stale_rkey,
+    /// Inbound RDMA with the rkey of a region in another PD.
+    diag_rkey_wrong_pd,
+    /// Inbound RDMA on a region without the remote access it needs.
+    diag_remote_no_permission,
+    /// Inbound RDMA outside its region.
+    diag_remote_out_of_bounds,
+    /// Local SGE with an unknown or stale lkey.
+    diag_bad_lkey,
+    /// Local SGE with the lkey of a region in another PD.
+    diag_lkey_wrong_pd,
+    /// Local SGE on a region without LOCAL_WRITE where data is written.
+    diag_local_no_permission,
+    /// Local SGE outside its region.
+    diag_local_out_of_bounds,
+    /// A verb used on a QP in the wrong state.
+    diag_wrong_state,
+    /// A completion lost to a full CQ, per QP.
+    diag_cq_overflow,
 }

@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod counters;
+pub mod diag;
 mod error;
 mod hdr;
 pub mod mem;
@@ -30,6 +31,7 @@ pub mod time;
 pub mod verbs;
 
 pub use counters::Counters;
+pub use diag::{Diagnostic, KeyFault};
 pub use error::{Error, Result};
 pub use mem::{MemoryRegion, Mr, VecMemory};
 pub use net::{IcrcPolicy, RxMeta, Transmit};

@@ -158,7 +158,11 @@ impl MrTable {
         let idx = match self.free.pop() {
             Some(i) => i,
             None if self.slots.len() < MAX_SLOTS => {
-                self.slots.push(Slot { gen: 0, retired: false, entry: None });
+                self.slots.push(Slot {
+                    gen: 0,
+                    retired: false,
+                    entry: None,
+                });
                 (self.slots.len() - 1) as u32
             }
             None => return None,
@@ -166,15 +170,28 @@ impl MrTable {
         let slot = &mut self.slots[idx as usize];
         let key = (rng.gen::<u8>() as u32) << 24 | (slot.gen as u32) << INDEX_BITS | idx;
         let len = mem.len() as u64;
-        slot.entry = Some(MrEntry { pd, mem, iova, len, access, key });
+        slot.entry = Some(MrEntry {
+            pd,
+            mem,
+            iova,
+            len,
+            access,
+            key,
+        });
         self.live += 1;
-        let remote = AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
-        Some(Mr { lkey: key, rkey: if access.intersects(remote) { key } else { 0 } })
+        let remote =
+            AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC;
+        Some(Mr {
+            lkey: key,
+            rkey: if access.intersects(remote) { key } else { 0 },
+        })
     }
 
     pub fn deregister(&mut self, lkey: u32) -> bool {
         let idx = (lkey & ((1 << INDEX_BITS) - 1)) as usize;
-        let Some(slot) = self.slots.get_mut(idx) else { return false };
+        let Some(slot) = self.slots.get_mut(idx) else {
+            return false;
+        };
         if slot.entry.as_ref().map(|e| e.key) != Some(lkey) {
             return false;
         }
@@ -197,7 +214,9 @@ impl MrTable {
     }
 
     pub fn pd_in_use(&self, pd: Pd) -> bool {
-        self.slots.iter().any(|s| s.entry.as_ref().is_some_and(|e| e.pd == pd))
+        self.slots
+            .iter()
+            .any(|s| s.entry.as_ref().is_some_and(|e| e.pd == pd))
     }
 
     /// Checks `key` in `pd` with `access` over `[va, va+len)`; returns the entry and the offset.
@@ -221,9 +240,78 @@ impl MrTable {
         Ok((e, off as usize))
     }
 
+    /// Why [`MrTable::check`] refuses `key` (diagnostics only; `None` if it does not).
+    pub fn classify(
+        &self,
+        key: u32,
+        pd: Pd,
+        access: AccessFlags,
+        va: u64,
+        len: u64,
+    ) -> Option<crate::diag::KeyFault> {
+        use crate::diag::KeyFault;
+        let idx = (key & ((1 << INDEX_BITS) - 1)) as usize;
+        let gen = (key >> INDEX_BITS) & ((1 << GEN_BITS) - 1);
+        let Some(e) = self.get(key) else {
+            return Some(match self.slots.get(idx) {
+                Some(s) if gen < s.gen as u32 || (s.retired && s.entry.is_none()) => {
+                    KeyFault::Stale
+                }
+                _ => KeyFault::Unknown,
+            });
+        };
+        if e.pd != pd {
+            return Some(KeyFault::WrongPd);
+        }
+        if !e.access.contains(access) {
+            return Some(KeyFault::NoPermission);
+        }
+        let in_bounds = va
+            .checked_sub(e.iova)
+            .and_then(|o| o.checked_add(len))
+            .is_some_and(|end| end <= e.len);
+        (!in_bounds).then_some(KeyFault::OutOfBounds)
+    }
+
+    /// Why the scatter/gather list `sges` fails for `len` bytes from offset `off` (`None` if
+    /// every touched entry passes its key check).
+    pub fn classify_sges(
+        &self,
+        pd: Pd,
+        sges: &[Sge],
+        access: AccessFlags,
+        mut off: u64,
+        mut len: u64,
+    ) -> Option<crate::diag::KeyFault> {
+        for s in sges {
+            if len == 0 {
+                break;
+            }
+            let l = s.length as u64;
+            if off >= l {
+                off -= l;
+                continue;
+            }
+            let n = (l - off).min(len);
+            let va = s.addr.wrapping_add(off);
+            if let Some(f) = self.classify(s.lkey, pd, access, va, n) {
+                return Some(f);
+            }
+            len -= n;
+            off = 0;
+        }
+        None
+    }
+
     /// Copies `dst.len()` bytes starting `off` bytes into the gather list `sges` into `dst`.
     /// Local reads need no access flag (rxe: lkey lookup with access 0).
-    pub fn gather(&self, pd: Pd, sges: &[Sge], mut off: u64, mut dst: &mut [u8]) -> Result<(), MemErr> {
+    pub fn gather(
+        &self,
+        pd: Pd,
+        sges: &[Sge],
+        mut off: u64,
+        mut dst: &mut [u8],
+    ) -> Result<(), MemErr> {
         for s in sges {
             if dst.is_empty() {
                 break;
@@ -248,7 +336,13 @@ impl MrTable {
     }
 
     /// Copies `src` to `off` bytes into the scatter list `sges` (needs LOCAL_WRITE).
-    pub fn scatter(&self, pd: Pd, sges: &[Sge], mut off: u64, mut src: &[u8]) -> Result<(), MemErr> {
+    pub fn scatter(
+        &self,
+        pd: Pd,
+        sges: &[Sge],
+        mut off: u64,
+        mut src: &[u8],
+    ) -> Result<(), MemErr> {
         for s in sges {
             if src.is_empty() {
                 break;
@@ -284,17 +378,37 @@ mod test {
     use rand::SeedableRng;
 
     fn table() -> (MrTable, rand::rngs::SmallRng, VecMemory) {
-        (MrTable::default(), rand::rngs::SmallRng::seed_from_u64(1), VecMemory::new(100))
+        (
+            MrTable::default(),
+            rand::rngs::SmallRng::seed_from_u64(1),
+            VecMemory::new(100),
+        )
     }
 
     #[test]
     fn keys_carry_index_generation_and_random_bits() {
         let (mut t, mut rng, m) = table();
-        let a = t.register(&mut rng, Pd(1), Arc::new(m.clone()), 0x1000, AccessFlags::LOCAL_WRITE).unwrap();
+        let a = t
+            .register(
+                &mut rng,
+                Pd(1),
+                Arc::new(m.clone()),
+                0x1000,
+                AccessFlags::LOCAL_WRITE,
+            )
+            .unwrap();
         assert_eq!(a.rkey, 0, "no remote access, no rkey (rxe)");
         assert!(t.deregister(a.lkey));
         assert!(!t.deregister(a.lkey));
-        let b = t.register(&mut rng, Pd(1), Arc::new(m), 0x1000, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ).unwrap();
+        let b = t
+            .register(
+                &mut rng,
+                Pd(1),
+                Arc::new(m),
+                0x1000,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+            )
+            .unwrap();
         assert_eq!(b.lkey, b.rkey);
         assert_eq!(b.lkey & 0xFFF, a.lkey & 0xFFF, "slot reused");
         assert_eq!((b.lkey >> 12) & 0xFFF, 1, "generation bumped");
@@ -306,27 +420,72 @@ mod test {
         let (mut t, mut rng, m) = table();
         let mut last = 0;
         for _ in 0..(1 << GEN_BITS) {
-            let k = t.register(&mut rng, Pd(1), Arc::new(m.clone()), 0, AccessFlags::EMPTY).unwrap();
+            let k = t
+                .register(&mut rng, Pd(1), Arc::new(m.clone()), 0, AccessFlags::EMPTY)
+                .unwrap();
             assert_eq!(k.lkey & 0xFFF, 0);
             last = k.lkey;
             t.deregister(k.lkey);
         }
-        let k = t.register(&mut rng, Pd(1), Arc::new(m), 0, AccessFlags::EMPTY).unwrap();
+        let k = t
+            .register(&mut rng, Pd(1), Arc::new(m), 0, AccessFlags::EMPTY)
+            .unwrap();
         assert_ne!(k.lkey & 0xFFF, last & 0xFFF, "retired slot not reused");
     }
 
     #[test]
     fn bounds_pd_and_access_are_checked() {
         let (mut t, mut rng, m) = table();
-        let k = t.register(&mut rng, Pd(1), Arc::new(m), 0x1000, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
-        assert!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0x1000, 100).is_ok());
-        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0x1000, 101).err(), Some(MemErr::Fault));
-        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0xFFF, 1).err(), Some(MemErr::Fault));
-        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, u64::MAX, 2).err(), Some(MemErr::Fault));
-        assert_eq!(t.check(k.rkey, Pd(2), AccessFlags::REMOTE_WRITE, 0x1000, 1).err(), Some(MemErr::Fault));
-        assert_eq!(t.check(k.rkey, Pd(1), AccessFlags::REMOTE_READ, 0x1000, 1).err(), Some(MemErr::Fault));
+        let k = t
+            .register(
+                &mut rng,
+                Pd(1),
+                Arc::new(m),
+                0x1000,
+                AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+            )
+            .unwrap();
+        assert!(t
+            .check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0x1000, 100)
+            .is_ok());
+        assert_eq!(
+            t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0x1000, 101)
+                .err(),
+            Some(MemErr::Fault)
+        );
+        assert_eq!(
+            t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, 0xFFF, 1)
+                .err(),
+            Some(MemErr::Fault)
+        );
+        assert_eq!(
+            t.check(k.rkey, Pd(1), AccessFlags::REMOTE_WRITE, u64::MAX, 2)
+                .err(),
+            Some(MemErr::Fault)
+        );
+        assert_eq!(
+            t.check(k.rkey, Pd(2), AccessFlags::REMOTE_WRITE, 0x1000, 1)
+                .err(),
+            Some(MemErr::Fault)
+        );
+        assert_eq!(
+            t.check(k.rkey, Pd(1), AccessFlags::REMOTE_READ, 0x1000, 1)
+                .err(),
+            Some(MemErr::Fault)
+        );
         // scatter over two SGEs, and running out of room
-        let sg = [Sge { addr: 0x1000, length: 3, lkey: k.lkey }, Sge { addr: 0x1010, length: 3, lkey: k.lkey }];
+        let sg = [
+            Sge {
+                addr: 0x1000,
+                length: 3,
+                lkey: k.lkey,
+            },
+            Sge {
+                addr: 0x1010,
+                length: 3,
+                lkey: k.lkey,
+            },
+        ];
         assert_eq!(t.scatter(Pd(1), &sg, 1, b"abcd"), Ok(()));
         let mut out = [0u8; 4];
         t.gather(Pd(1), &sg, 1, &mut out).unwrap();

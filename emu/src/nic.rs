@@ -72,6 +72,7 @@ macro_rules! ctx {
             srqs: &mut $s.srqs,
             ahs: &$s.ahs,
             ctr: &mut $s.ctr,
+            diags: &mut $s.diags,
             events: &mut $s.events,
             comp_events: &mut $s.comp_events,
             gids: &$s.gids,
@@ -101,6 +102,7 @@ pub struct Nic {
     events: VecDeque<AsyncEvent>,
     comp_events: VecDeque<Cq>,
     ctr: Counters,
+    diags: crate::diag::Diags,
     port_mtu: u32,
     active_mtu: Mtu,
     span: tracing::Span,
@@ -115,7 +117,24 @@ impl Nic {
     /// A device with `cfg`.
     pub fn new(cfg: NicConfig) -> Nic {
         let m = cfg.mac;
-        let ll = Ipv6Addr::from([0xfe, 0x80, 0, 0, 0, 0, 0, 0, m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]]);
+        let ll = Ipv6Addr::from([
+            0xfe,
+            0x80,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            m[0] ^ 2,
+            m[1],
+            m[2],
+            0xff,
+            0xfe,
+            m[3],
+            m[4],
+            m[5],
+        ]);
         let gids = vec![ll.octets(), gid_from_ip(cfg.ip)];
         let active_mtu = Mtu::from_netdev_mtu(cfg.netdev_mtu);
         let span = tracing::debug_span!("nic", ip = %cfg.ip);
@@ -135,10 +154,15 @@ impl Nic {
             events: VecDeque::new(),
             comp_events: VecDeque::new(),
             ctr: Counters::default(),
+            diags: Default::default(),
             port_mtu: active_mtu.bytes(),
             active_mtu,
             span,
-            rx: Repr::new(roce_wire::bth::Repr::new(roce_wire::Opcode(0), 0, roce_wire::Psn::new(0))),
+            rx: Repr::new(roce_wire::bth::Repr::new(
+                roce_wire::Opcode(0),
+                0,
+                roce_wire::Psn::new(0),
+            )),
             cfg,
         }
     }
@@ -180,6 +204,12 @@ impl Nic {
         &self.ctr
     }
 
+    /// The next diagnostic (QP number, cause): each cause is reported once per QP; every
+    /// occurrence is counted in the `diag_*` counters.
+    pub fn poll_diagnostic(&mut self) -> Option<(u32, crate::diag::Diagnostic)> {
+        self.diags.pop()
+    }
+
     // ---------------------------------------------------------------- objects
 
     /// `ibv_alloc_pd`.
@@ -205,10 +235,18 @@ impl Nic {
     }
 
     /// `ibv_reg_mr_iova2`: registers `mem` at address `iova`.
-    pub fn reg_mr(&mut self, pd: Pd, mem: Arc<dyn MemoryRegion>, iova: u64, access: AccessFlags) -> Result<Mr> {
+    pub fn reg_mr(
+        &mut self,
+        pd: Pd,
+        mem: Arc<dyn MemoryRegion>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
         self.pds.get(pd.0).ok_or(Error::Invalid)?;
         // IBA: remote write/atomic need local write
-        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC) && !access.contains(AccessFlags::LOCAL_WRITE) {
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
             return Err(Error::Invalid);
         }
         if iova.checked_add(mem.len() as u64).is_none() {
@@ -217,7 +255,9 @@ impl Nic {
         if self.mrs.live() >= self.cfg.device_attr.max_mr as usize {
             return Err(Error::NoMem);
         }
-        self.mrs.register(&mut self.rng, pd, mem, iova, access).ok_or(Error::NoMem)
+        self.mrs
+            .register(&mut self.rng, pd, mem, iova, access)
+            .ok_or(Error::NoMem)
     }
 
     /// `ibv_dereg_mr`: the keys never work again.
@@ -231,10 +271,16 @@ impl Nic {
 
     /// `ibv_create_cq`.
     pub fn create_cq(&mut self, cqe: u32) -> Result<Cq> {
-        if cqe == 0 || cqe > self.cfg.device_attr.max_cqe || self.cqs.len() >= self.cfg.device_attr.max_cq as usize {
+        if cqe == 0
+            || cqe > self.cfg.device_attr.max_cqe
+            || self.cqs.len() >= self.cfg.device_attr.max_cq as usize
+        {
             return Err(Error::Invalid);
         }
-        self.cqs.insert(CqState::new(cqe)).map(Cq).ok_or(Error::NoMem)
+        self.cqs
+            .insert(CqState::new(cqe))
+            .map(Cq)
+            .ok_or(Error::NoMem)
     }
 
     /// `ibv_destroy_cq`: EBUSY while a QP uses it.
@@ -256,7 +302,9 @@ impl Nic {
 
     /// `ibv_poll_cq`: moves up to `wc.len()` completions out; returns how many.
     pub fn poll_cq(&mut self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
-        let Some(c) = self.cqs.get_mut(cq.0) else { return 0 };
+        let Some(c) = self.cqs.get_mut(cq.0) else {
+            return 0;
+        };
         let mut n = 0;
         while n < wc.len() {
             let Some(w) = c.q.pop_front() else { break };
@@ -270,13 +318,22 @@ impl Nic {
     pub fn create_srq(&mut self, pd: Pd, attr: SrqAttr) -> Result<Srq> {
         self.pds.get(pd.0).ok_or(Error::Invalid)?;
         let d = &self.cfg.device_attr;
-        if attr.max_wr == 0 || attr.max_wr > d.max_srq_wr || attr.max_sge > d.max_srq_sge || attr.srq_limit > attr.max_wr {
+        if attr.max_wr == 0
+            || attr.max_wr > d.max_srq_wr
+            || attr.max_sge > d.max_srq_sge
+            || attr.srq_limit > attr.max_wr
+        {
             return Err(Error::Invalid);
         }
         if self.srqs.len() >= d.max_srq as usize {
             return Err(Error::NoMem);
         }
-        let s = SrqState { pd, rq: RecvQueue::new(attr.max_wr, attr.max_sge), limit: attr.srq_limit, users: 0 };
+        let s = SrqState {
+            pd,
+            rq: RecvQueue::new(attr.max_wr, attr.max_sge),
+            limit: attr.srq_limit,
+            users: 0,
+        };
         self.srqs.insert(s).map(Srq).ok_or(Error::NoMem)
     }
 
@@ -298,7 +355,11 @@ impl Nic {
     /// `ibv_query_srq`.
     pub fn query_srq(&self, srq: Srq) -> Result<SrqAttr> {
         let s = self.srqs.get(srq.0).ok_or(Error::NotFound)?;
-        Ok(SrqAttr { max_wr: s.rq.cap(), max_sge: s.rq.max_sge as u32, srq_limit: s.limit })
+        Ok(SrqAttr {
+            max_wr: s.rq.cap(),
+            max_sge: s.rq.max_sge as u32,
+            srq_limit: s.limit,
+        })
     }
 
     /// `ibv_destroy_srq`.
@@ -388,6 +449,7 @@ impl Nic {
         if let Some(s) = qp.srq.and_then(|s| self.srqs.get_mut(s.0)) {
             s.users -= 1;
         }
+        self.diags.forget(qpn);
         self.clean_timers();
         Ok(())
     }
@@ -415,7 +477,9 @@ impl Nic {
 
     /// Per-QP memory: (state bytes, queue storage bytes).
     pub fn qp_memory(&self, qpn: u32) -> Option<(usize, usize)> {
-        self.qps.get(&qpn).map(|q| (q.state_bytes(), q.queue_bytes()))
+        self.qps
+            .get(&qpn)
+            .map(|q| (q.state_bytes(), q.queue_bytes()))
     }
 
     // ---------------------------------------------------------------- data path
@@ -427,14 +491,30 @@ impl Nic {
     }
 
     /// [`Nic::post_send`] with explicit inline bytes (what a C caller's pointers hold).
-    pub fn post_send_inline(&mut self, qpn: u32, wr: &SendWr<'_>, inline_data: Option<&[u8]>) -> Result<()> {
+    pub fn post_send_inline(
+        &mut self,
+        qpn: u32,
+        wr: &SendWr<'_>,
+        inline_data: Option<&[u8]>,
+    ) -> Result<()> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
         if qp.state == QpState::Reset {
+            let d = crate::diag::Diagnostic::WrongState {
+                verb: "ibv_post_send",
+                state: qp.state,
+            };
+            self.diags.report(&mut self.ctr, qpn, d);
             return Err(Error::Invalid);
         }
         let ok_op = match qp.qp_type {
             QpType::Ud => matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm),
-            QpType::Uc => matches!(wr.opcode, WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::RdmaWrite | WrOpcode::RdmaWriteWithImm),
+            QpType::Uc => matches!(
+                wr.opcode,
+                WrOpcode::Send
+                    | WrOpcode::SendWithImm
+                    | WrOpcode::RdmaWrite
+                    | WrOpcode::RdmaWriteWithImm
+            ),
             QpType::Rc => true,
         };
         if !ok_op || wr.sg_list.len() > qp.cap.max_send_sge as usize {
@@ -470,16 +550,24 @@ impl Nic {
         let t = qp.sq.tail;
         let slot = qp.sq.slot(t);
         if inline {
-            let dst = &mut qp.sq.inline[slot * qp.sq.max_inline..slot * qp.sq.max_inline + length as usize];
+            let dst = &mut qp.sq.inline
+                [slot * qp.sq.max_inline..slot * qp.sq.max_inline + length as usize];
             match inline_data {
                 Some(d) => dst.copy_from_slice(d),
-                None => self.mrs.gather(qp.pd, wr.sg_list, 0, dst).map_err(|_| Error::Invalid)?,
+                None => self
+                    .mrs
+                    .gather(qp.pd, wr.sg_list, 0, dst)
+                    .map_err(|_| Error::Invalid)?,
             }
         } else {
             let ms = qp.sq.max_sge;
             qp.sq.sges[slot * ms..slot * ms + wr.sg_list.len()].copy_from_slice(wr.sg_list);
         }
-        let length = if wr.opcode.is_atomic() { 8 } else { length as u32 };
+        let length = if wr.opcode.is_atomic() {
+            8
+        } else {
+            length as u32
+        };
         qp.sq.wqes[slot] = SendWqe {
             wr_id: wr.wr_id,
             opcode: wr.opcode,
@@ -514,11 +602,20 @@ impl Nic {
     pub fn post_recv(&mut self, qpn: u32, wr: &RecvWr<'_>) -> Result<()> {
         let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
         if qp.state == QpState::Reset {
+            let d = crate::diag::Diagnostic::WrongState {
+                verb: "ibv_post_recv",
+                state: qp.state,
+            };
+            self.diags.report(&mut self.ctr, qpn, d);
             return Err(Error::Invalid);
         }
         let rq = qp.rq.as_mut().ok_or(Error::Invalid)?;
         if wr.sg_list.len() > rq.max_sge || rq.len() >= qp.cap.max_recv_wr {
-            return Err(if wr.sg_list.len() > rq.max_sge { Error::Invalid } else { Error::NoMem });
+            return Err(if wr.sg_list.len() > rq.max_sge {
+                Error::Invalid
+            } else {
+                Error::NoMem
+            });
         }
         if !rq.push(wr.wr_id, wr.sg_list) {
             return Err(Error::NoMem);
@@ -598,7 +695,10 @@ impl Nic {
         }
         let is_req = info.flags.contains(OpFlags::REQ);
         let state_ok = if is_req {
-            matches!(qp.state, QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe)
+            matches!(
+                qp.state,
+                QpState::Rtr | QpState::Rts | QpState::Sqd | QpState::Sqe
+            )
         } else {
             matches!(qp.state, QpState::Rts | QpState::Sqd)
         };
@@ -675,7 +775,8 @@ impl Nic {
         }
         if self.timers.len() > 4 * self.qps.len() + 64 {
             let qps = &self.qps;
-            self.timers.retain(|Reverse((t, q))| qps.get(q).and_then(|x| x.next_timeout()) == Some(*t));
+            self.timers
+                .retain(|Reverse((t, q))| qps.get(q).and_then(|x| x.next_timeout()) == Some(*t));
         }
     }
 
@@ -695,7 +796,9 @@ impl Nic {
             }
         }
         for &qpn in &due {
-            let Some(qp) = self.qps.get_mut(&qpn) else { continue };
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
             if qp.next_timeout().is_some_and(|t| t <= now) {
                 let mut ctx = ctx!(self);
                 qp.on_timeout(&mut ctx, now);
@@ -744,7 +847,9 @@ impl Nic {
     #[inline(always)]
     fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         while let Some(qpn) = self.ready.pop_front() {
-            let Some(qp) = self.qps.get_mut(&qpn) else { continue };
+            let Some(qp) = self.qps.get_mut(&qpn) else {
+                continue;
+            };
             qp.in_ready = false;
             if qp.state == QpState::Reset || !qp.may_transmit() {
                 continue;

@@ -42,7 +42,13 @@ impl Qp {
     }
 
     /// Handles one response packet (ACK flag set in the opcode table).
-    pub(crate) fn on_response(&mut self, ctx: &mut Ctx<'_>, now: Instant, p: &Packet<&[u8]>, r: &Repr) {
+    pub(crate) fn on_response(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        p: &Packet<&[u8]>,
+        r: &Repr,
+    ) {
         let psn = r.bth.psn;
         let op = r.bth.opcode;
         let flags = op.flags();
@@ -118,7 +124,11 @@ impl Qp {
                     CompSt::GetWqe
                 }
                 CompSt::UpdateComp => {
-                    self.comp.opcode = if flags.contains(OpFlags::END) { None } else { Some(op) };
+                    self.comp.opcode = if flags.contains(OpFlags::END) {
+                        None
+                    } else {
+                        Some(op)
+                    };
                     if psn.diff(self.comp.psn) >= 0 {
                         self.comp.psn = psn + 1;
                     }
@@ -181,21 +191,32 @@ impl Qp {
             };
         }
         let d = psn.diff(self.comp.psn);
-        let is_ack_syn = matches!(r.aeth.map(|a| a.syndrome), Some(Syndrome::Ack { .. }) | None);
+        let is_ack_syn = matches!(
+            r.aeth.map(|a| a.syndrome),
+            Some(Syndrome::Ack { .. }) | None
+        );
         if d < 0 {
             // A stale response. rxe completes the WQE when it carries the WQE's last PSN; we
             // additionally require a positive syndrome (a stale NAK must not complete work).
-            if psn == w.last_psn && is_ack_syn && w.state == WqeState::Pending && !w.opcode.is_rd_atomic() {
+            if psn == w.last_psn
+                && is_ack_syn
+                && w.state == WqeState::Pending
+                && !w.opcode.is_rd_atomic()
+            {
                 return CompSt::CompAck;
             }
             let mid_read = matches!(
                 self.comp.opcode,
-                Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE)
+                Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST)
+                    | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE)
             );
             // rxe lets any stale NAK reach check_ack mid-read; only a PSN-sequence NAK has a
             // meaning there (retry). A stale RNR NAK would fail the sequence check and error the
             // QP, so it is ignored like any other stale response.
-            let seq_nak = matches!(r.aeth.map(|a| a.syndrome), Some(Syndrome::Nak(NakCode::PsnSeqError)));
+            let seq_nak = matches!(
+                r.aeth.map(|a| a.syndrome),
+                Some(Syndrome::Nak(NakCode::PsnSeqError))
+            );
             if r.bth.opcode == Opcode::RC_ACKNOWLEDGE && mid_read && seq_nak {
                 return CompSt::CheckAck;
             }
@@ -219,13 +240,16 @@ impl Qp {
         let syn = r.aeth.map(|a| a.syndrome);
         match self.comp.opcode {
             None if !flags.contains(OpFlags::START) => return CompSt::Error,
-            Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST) | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE) => {
+            Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST)
+            | Some(Opcode::RC_RDMA_READ_RESPONSE_MIDDLE) => {
                 if op == Opcode::RC_ACKNOWLEDGE {
                     if let Some(Syndrome::Nak(NakCode::PsnSeqError)) = syn {
                         return CompSt::ErrorRetry;
                     }
                 }
-                if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE && op != Opcode::RC_RDMA_READ_RESPONSE_LAST {
+                if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE
+                    && op != Opcode::RC_RDMA_READ_RESPONSE_LAST
+                {
                     let restart = (psn == w.first_psn && op == Opcode::RC_RDMA_READ_RESPONSE_FIRST)
                         || (w.first_psn == w.last_psn && op == Opcode::RC_RDMA_READ_RESPONSE_ONLY);
                     if !restart {
@@ -297,8 +321,22 @@ impl Qp {
         let off = psn.diff(w.orig_first_psn).max(0) as u64 * self.mtu as u64;
         let data = p.payload();
         let end = off + data.len() as u64;
-        let ok = end <= w.length as u64 && ctx.mrs.scatter(self.pd, self.sq.sges_of(h), off, data).is_ok();
+        let ok = end <= w.length as u64
+            && ctx
+                .mrs
+                .scatter(self.pd, self.sq.sges_of(h), off, data)
+                .is_ok();
         if !ok {
+            let f = ctx.mrs.classify_sges(
+                self.pd,
+                self.sq.sges_of(h),
+                AccessFlags::LOCAL_WRITE,
+                off,
+                data.len() as u64,
+            );
+            if let Some(f) = f {
+                ctx.diag(self.qpn, crate::diag::Diagnostic::LocalProtection(f));
+            }
             self.sq.get_mut(h).status = WcStatus::LocProtErr;
             return CompSt::Error;
         }
@@ -313,7 +351,17 @@ impl Qp {
     fn do_atomic(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
         let h = self.sq.head;
         let orig = r.atomic_ack_eth.map_or(0, |a| a.orig);
-        if ctx.mrs.scatter(self.pd, self.sq.sges_of(h), 0, &orig.to_ne_bytes()).is_err() {
+        if ctx
+            .mrs
+            .scatter(self.pd, self.sq.sges_of(h), 0, &orig.to_ne_bytes())
+            .is_err()
+        {
+            let f =
+                ctx.mrs
+                    .classify_sges(self.pd, self.sq.sges_of(h), AccessFlags::LOCAL_WRITE, 0, 8);
+            if let Some(f) = f {
+                ctx.diag(self.qpn, crate::diag::Diagnostic::LocalProtection(f));
+            }
             self.sq.get_mut(h).status = WcStatus::LocProtErr;
             return CompSt::Error;
         }

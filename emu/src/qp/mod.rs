@@ -33,6 +33,7 @@ pub(crate) struct Ctx<'a> {
     #[allow(dead_code)]
     pub ahs: &'a Slab<(Pd, AhAttr)>,
     pub ctr: &'a mut Counters,
+    pub diags: &'a mut crate::diag::Diags,
     pub events: &'a mut VecDeque<AsyncEvent>,
     pub comp_events: &'a mut VecDeque<Cq>,
     pub gids: &'a [Gid],
@@ -41,11 +42,20 @@ pub(crate) struct Ctx<'a> {
 }
 
 impl Ctx<'_> {
+    /// Records a diagnostic on `qpn` (counted always, reported once per cause).
+    pub fn diag(&mut self, qpn: u32, d: crate::diag::Diagnostic) {
+        self.diags.report(self.ctr, qpn, d);
+    }
+
     /// Posts a completion; false (and a CQ error event) when the CQ is full.
     pub fn cq_post(&mut self, cq: Cq, wc: WorkCompletion, solicited: bool) -> bool {
-        let Some(c) = self.cqs.get_mut(cq.0) else { return false };
+        let Some(c) = self.cqs.get_mut(cq.0) else {
+            return false;
+        };
         if c.q.len() >= c.cap {
             self.ctr.cq_overflow += 1;
+            self.diags
+                .report(self.ctr, wc.qp_num, crate::diag::Diagnostic::CqOverflow);
             if !c.overflowed {
                 c.overflowed = true;
                 self.events.push_back(AsyncEvent::CqErr(cq));
@@ -81,7 +91,13 @@ impl Path {
         if src_ip.is_ipv4() != dst_ip.is_ipv4() {
             return None;
         }
-        Some(Path { src_ip, dst_ip, tos: av.traffic_class, ttl: av.hop_limit, flow_label: av.flow_label })
+        Some(Path {
+            src_ip,
+            dst_ip,
+            tos: av.traffic_class,
+            ttl: av.hop_limit,
+            flow_label: av.flow_label,
+        })
     }
 }
 
@@ -127,9 +143,24 @@ pub(crate) struct Resource {
 /// One queued responder output.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Job {
-    Ack { psn: Psn, syndrome: u8, msn: u32 },
-    AtomicAck { psn: Psn, orig: u64, msn: u32 },
-    Read { psn: Psn, va: u64, rkey: u32, resid: u32, first: bool, msn: u32 },
+    Ack {
+        psn: Psn,
+        syndrome: u8,
+        msn: u32,
+    },
+    AtomicAck {
+        psn: Psn,
+        orig: u64,
+        msn: u32,
+    },
+    Read {
+        psn: Psn,
+        va: u64,
+        rkey: u32,
+        resid: u32,
+        first: bool,
+        msn: u32,
+    },
 }
 
 /// Responder variables (rxe `qp->resp`).
@@ -190,7 +221,11 @@ fn req_opt(cur: QpState, next: QpState, t: QpType) -> Option<(QpAttrMask, QpAttr
     let e = M::EMPTY;
     let rc = t == QpType::Rc;
     let ud = t == QpType::Ud;
-    let init_attrs = if ud { M::PKEY_INDEX | M::PORT | M::QKEY } else { M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS };
+    let init_attrs = if ud {
+        M::PKEY_INDEX | M::PORT | M::QKEY
+    } else {
+        M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
+    };
     Some(match (cur, next) {
         (_, Reset) | (_, Err) => (e, e),
         (Reset, Init) => (init_attrs, e),
@@ -200,11 +235,19 @@ fn req_opt(cur: QpState, next: QpState, t: QpType) -> Option<(QpAttrMask, QpAttr
                 (e, M::PKEY_INDEX | M::QKEY)
             } else if rc {
                 (
-                    M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+                    M::AV
+                        | M::PATH_MTU
+                        | M::DEST_QPN
+                        | M::RQ_PSN
+                        | M::MAX_DEST_RD_ATOMIC
+                        | M::MIN_RNR_TIMER,
                     M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX,
                 )
             } else {
-                (M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN, M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX)
+                (
+                    M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
+                    M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX,
+                )
             }
         }
         (Rtr, Rts) => {
@@ -213,19 +256,36 @@ fn req_opt(cur: QpState, next: QpState, t: QpType) -> Option<(QpAttrMask, QpAttr
             } else if rc {
                 (
                     M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
-                    M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::MIN_RNR_TIMER | M::PATH_MIG_STATE,
+                    M::CUR_STATE
+                        | M::ALT_PATH
+                        | M::ACCESS_FLAGS
+                        | M::MIN_RNR_TIMER
+                        | M::PATH_MIG_STATE,
                 )
             } else {
-                (M::SQ_PSN, M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE)
+                (
+                    M::SQ_PSN,
+                    M::CUR_STATE | M::ALT_PATH | M::ACCESS_FLAGS | M::PATH_MIG_STATE,
+                )
             }
         }
         (Rts, Rts) | (Sqd, Rts) => {
             if ud {
                 (e, M::CUR_STATE | M::QKEY)
             } else if rc {
-                (e, M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE | M::MIN_RNR_TIMER)
+                (
+                    e,
+                    M::CUR_STATE
+                        | M::ACCESS_FLAGS
+                        | M::ALT_PATH
+                        | M::PATH_MIG_STATE
+                        | M::MIN_RNR_TIMER,
+                )
             } else {
-                (e, M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE)
+                (
+                    e,
+                    M::CUR_STATE | M::ACCESS_FLAGS | M::ALT_PATH | M::PATH_MIG_STATE,
+                )
             }
         }
         (Rts, Sqd) => (e, M::EN_SQD_ASYNC_NOTIFY),
@@ -235,22 +295,43 @@ fn req_opt(cur: QpState, next: QpState, t: QpType) -> Option<(QpAttrMask, QpAttr
             } else if rc {
                 (
                     e,
-                    M::PORT | M::AV | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::MAX_QP_RD_ATOMIC
-                        | M::MAX_DEST_RD_ATOMIC | M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX
-                        | M::MIN_RNR_TIMER | M::PATH_MIG_STATE,
+                    M::PORT
+                        | M::AV
+                        | M::TIMEOUT
+                        | M::RETRY_CNT
+                        | M::RNR_RETRY
+                        | M::MAX_QP_RD_ATOMIC
+                        | M::MAX_DEST_RD_ATOMIC
+                        | M::ALT_PATH
+                        | M::ACCESS_FLAGS
+                        | M::PKEY_INDEX
+                        | M::MIN_RNR_TIMER
+                        | M::PATH_MIG_STATE,
                 )
             } else {
-                (e, M::AV | M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PATH_MIG_STATE)
+                (
+                    e,
+                    M::AV | M::ALT_PATH | M::ACCESS_FLAGS | M::PKEY_INDEX | M::PATH_MIG_STATE,
+                )
             }
         }
-        (Sqe, Rts) if !rc => (e, if ud { M::CUR_STATE | M::QKEY } else { M::CUR_STATE | M::ACCESS_FLAGS }),
+        (Sqe, Rts) if !rc => (
+            e,
+            if ud {
+                M::CUR_STATE | M::QKEY
+            } else {
+                M::CUR_STATE | M::ACCESS_FLAGS
+            },
+        ),
         _ => return None,
     })
 }
 
 /// `ib_modify_qp_is_ok`: is `cur → next` legal with `mask`?
 pub(crate) fn modify_is_ok(cur: QpState, next: QpState, t: QpType, mask: QpAttrMask) -> bool {
-    let Some((req, opt)) = req_opt(cur, next, t) else { return false };
+    let Some((req, opt)) = req_opt(cur, next, t) else {
+        return false;
+    };
     let allowed = req.0 | opt.0 | QpAttrMask::STATE.0;
     mask.contains(req) && mask.0 & !allowed == 0
 }
@@ -268,16 +349,25 @@ impl Qp {
             srq: init.srq,
             sq_sig_all: init.sq_sig_all,
             cap,
-            attr: QpAttr { port_num: 1, ..Default::default() },
+            attr: QpAttr {
+                port_num: 1,
+                ..Default::default()
+            },
             mtu: 256,
             path: None,
             src_port,
             timeout_ns: None,
             sq: SendQueue::new(cap.max_send_wr, cap.max_send_sge, cap.max_inline_data),
-            rq: init.srq.is_none().then(|| RecvQueue::new(cap.max_recv_wr, cap.max_recv_sge)),
+            rq: init
+                .srq
+                .is_none()
+                .then(|| RecvQueue::new(cap.max_recv_wr, cap.max_recv_sge)),
             req: ReqState::default(),
             comp: CompState::default(),
-            resp: RespState { jobs: VecDeque::with_capacity(RESP_JOBS), ..Default::default() },
+            resp: RespState {
+                jobs: VecDeque::with_capacity(RESP_JOBS),
+                ..Default::default()
+            },
             in_ready: false,
             sq_drained_pending: false,
         }
@@ -300,10 +390,24 @@ impl Qp {
     }
 
     /// Applies `attr` under `mask` (already validated). rxe `rxe_qp_from_attr`.
-    pub fn modify(&mut self, ctx: &mut Ctx<'_>, attr: &QpAttr, mask: QpAttrMask, max_mtu: Mtu) -> Result<()> {
+    pub fn modify(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        attr: &QpAttr,
+        mask: QpAttrMask,
+        max_mtu: Mtu,
+    ) -> Result<()> {
         use QpAttrMask as M;
-        let cur = if mask.contains(M::CUR_STATE) { attr.cur_qp_state } else { self.state };
-        let next = if mask.contains(M::STATE) { attr.qp_state } else { cur };
+        let cur = if mask.contains(M::CUR_STATE) {
+            attr.cur_qp_state
+        } else {
+            self.state
+        };
+        let next = if mask.contains(M::STATE) {
+            attr.qp_state
+        } else {
+            cur
+        };
         if !modify_is_ok(cur, next, self.qp_type, mask) {
             return Err(Error::Invalid);
         }
@@ -323,7 +427,9 @@ impl Qp {
         if mask.contains(M::TIMEOUT) && attr.timeout > 31 {
             return Err(Error::Invalid);
         }
-        if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7 || mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7 {
+        if mask.contains(M::RETRY_CNT) && attr.retry_cnt > 7
+            || mask.contains(M::RNR_RETRY) && attr.rnr_retry > 7
+        {
             return Err(Error::Invalid);
         }
         if mask.contains(M::MIN_RNR_TIMER) && attr.min_rnr_timer > 31 {
@@ -385,12 +491,20 @@ impl Qp {
             self.comp.psn = self.req.psn;
         }
         if mask.contains(M::MAX_QP_RD_ATOMIC) {
-            let v = if attr.max_rd_atomic == 0 { 0 } else { (attr.max_rd_atomic as u32).next_power_of_two() };
+            let v = if attr.max_rd_atomic == 0 {
+                0
+            } else {
+                (attr.max_rd_atomic as u32).next_power_of_two()
+            };
             a.max_rd_atomic = v as u8;
             self.req.rd_atomic = v;
         }
         if mask.contains(M::MAX_DEST_RD_ATOMIC) {
-            let v = if attr.max_dest_rd_atomic == 0 { 0 } else { (attr.max_dest_rd_atomic as u32).next_power_of_two() };
+            let v = if attr.max_dest_rd_atomic == 0 {
+                0
+            } else {
+                (attr.max_dest_rd_atomic as u32).next_power_of_two()
+            };
             a.max_dest_rd_atomic = v as u8;
             self.resp.resources = vec![Resource::default(); v as usize];
             self.resp.res_head = 0;
@@ -427,13 +541,29 @@ impl Qp {
             rq.clear();
         }
         let psn = self.req.psn;
-        self.req = ReqState { psn, psn_hi: psn, rd_atomic: self.attr.max_rd_atomic as u32, ..Default::default() };
-        self.comp = CompState { psn, retry_cnt: self.attr.retry_cnt, rnr_retry: self.attr.rnr_retry, ..Default::default() };
+        self.req = ReqState {
+            psn,
+            psn_hi: psn,
+            rd_atomic: self.attr.max_rd_atomic as u32,
+            ..Default::default()
+        };
+        self.comp = CompState {
+            psn,
+            retry_cnt: self.attr.retry_cnt,
+            rnr_retry: self.attr.rnr_retry,
+            ..Default::default()
+        };
         let jobs = std::mem::take(&mut self.resp.jobs);
         let mut resources = std::mem::take(&mut self.resp.resources);
         resources.iter_mut().for_each(|r| *r = Resource::default());
         let srq_sges = std::mem::take(&mut self.resp.srq_sges);
-        self.resp = RespState { psn: self.resp.psn, resources, srq_sges, jobs, ..Default::default() };
+        self.resp = RespState {
+            psn: self.resp.psn,
+            resources,
+            srq_sges,
+            jobs,
+            ..Default::default()
+        };
         self.resp.jobs.clear();
     }
 
@@ -449,7 +579,10 @@ impl Qp {
         self.comp.rnr_deadline = None;
         self.flush(ctx);
         if was != QpState::Err && self.srq.is_some() {
-            ctx.events.push_back(AsyncEvent::Qp { qpn: self.qpn, event: EventType::QpLastWqeReached });
+            ctx.events.push_back(AsyncEvent::Qp {
+                qpn: self.qpn,
+                event: EventType::QpLastWqeReached,
+            });
         }
     }
 
@@ -466,13 +599,23 @@ impl Qp {
         self.sq.req = self.sq.head;
         if let Some(rq) = &mut self.rq {
             while let Some((w, _)) = rq.front() {
-                let wc = WorkCompletion { wr_id: w.wr_id, status: WcStatus::WrFlushErr, qp_num: self.qpn, ..Default::default() };
+                let wc = WorkCompletion {
+                    wr_id: w.wr_id,
+                    status: WcStatus::WrFlushErr,
+                    qp_num: self.qpn,
+                    ..Default::default()
+                };
                 rq.pop();
                 ctx.cq_post(self.recv_cq, wc, false);
             }
         }
         if let Some((wr_id, _)) = self.resp.srq_wqe.take() {
-            let wc = WorkCompletion { wr_id, status: WcStatus::WrFlushErr, qp_num: self.qpn, ..Default::default() };
+            let wc = WorkCompletion {
+                wr_id,
+                status: WcStatus::WrFlushErr,
+                qp_num: self.qpn,
+                ..Default::default()
+            };
             ctx.cq_post(self.recv_cq, wc, false);
         }
     }
@@ -481,13 +624,20 @@ impl Qp {
     pub fn complete_head(&mut self, ctx: &mut Ctx<'_>) {
         let h = self.sq.head;
         let w = *self.sq.get(h);
-        let post = self.sq_sig_all || w.flags.contains(SendFlags::SIGNALED) || w.status != WcStatus::Success;
+        let post = self.sq_sig_all
+            || w.flags.contains(SendFlags::SIGNALED)
+            || w.status != WcStatus::Success;
         self.sq.head = h.wrapping_add(1);
         if self.sq.req.wrapping_sub(self.sq.head) > self.sq.cap() {
             self.sq.req = self.sq.head;
         }
         if post {
-            let mut wc = WorkCompletion { wr_id: w.wr_id, status: w.status, qp_num: self.qpn, ..Default::default() };
+            let mut wc = WorkCompletion {
+                wr_id: w.wr_id,
+                status: w.status,
+                qp_num: self.qpn,
+                ..Default::default()
+            };
             if w.status == WcStatus::Success {
                 wc.opcode = w.opcode.wc_opcode();
                 wc.byte_len = w.length;
@@ -506,11 +656,15 @@ impl Qp {
     /// SQD: raise SQ_DRAINED once nothing is outstanding.
     pub fn check_sq_drained(&mut self, ctx: &mut Ctx<'_>) {
         if self.state == QpState::Sqd && self.sq_drained_pending && self.sq.req == self.sq.head {
-            let started = self.sq.req == self.sq.tail || self.sq.get(self.sq.req).state == crate::queue::WqeState::Posted;
+            let started = self.sq.req == self.sq.tail
+                || self.sq.get(self.sq.req).state == crate::queue::WqeState::Posted;
             if started {
                 self.sq_drained_pending = false;
                 if self.attr.en_sqd_async_notify {
-                    ctx.events.push_back(AsyncEvent::Qp { qpn: self.qpn, event: EventType::SqDrained });
+                    ctx.events.push_back(AsyncEvent::Qp {
+                        qpn: self.qpn,
+                        event: EventType::SqDrained,
+                    });
                 }
             }
         }
@@ -555,7 +709,9 @@ impl Qp {
         let sq = self.sq.wqes.len() * size_of::<crate::queue::SendWqe>()
             + self.sq.sges.len() * size_of::<Sge>()
             + self.sq.inline.len();
-        let rq = self.rq.as_ref().map_or(0, |r| r.wqes.len() * size_of::<crate::queue::RecvWqe>() + r.sges.len() * size_of::<Sge>());
+        let rq = self.rq.as_ref().map_or(0, |r| {
+            r.wqes.len() * size_of::<crate::queue::RecvWqe>() + r.sges.len() * size_of::<Sge>()
+        });
         sq + rq
             + self.resp.resources.capacity() * size_of::<Resource>()
             + self.resp.jobs.capacity() * size_of::<Job>()
@@ -572,11 +728,36 @@ mod test {
     fn modify_table_matches_ib_modify_qp_is_ok() {
         use QpState::*;
         let rc = QpType::Rc;
-        assert!(modify_is_ok(Reset, Init, rc, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS));
-        assert!(!modify_is_ok(Reset, Init, QpType::Ud, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS));
-        assert!(modify_is_ok(Reset, Init, QpType::Ud, M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY));
-        assert!(!modify_is_ok(Init, Rtr, rc, M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN));
-        assert!(modify_is_ok(Init, Rtr, QpType::Uc, M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN));
+        assert!(modify_is_ok(
+            Reset,
+            Init,
+            rc,
+            M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
+        ));
+        assert!(!modify_is_ok(
+            Reset,
+            Init,
+            QpType::Ud,
+            M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
+        ));
+        assert!(modify_is_ok(
+            Reset,
+            Init,
+            QpType::Ud,
+            M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
+        ));
+        assert!(!modify_is_ok(
+            Init,
+            Rtr,
+            rc,
+            M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN
+        ));
+        assert!(modify_is_ok(
+            Init,
+            Rtr,
+            QpType::Uc,
+            M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN
+        ));
         assert!(modify_is_ok(Init, Rtr, QpType::Ud, M::STATE));
         assert!(modify_is_ok(Rtr, Rts, QpType::Ud, M::STATE | M::SQ_PSN));
         assert!(!modify_is_ok(Rtr, Rts, rc, M::STATE | M::SQ_PSN));
@@ -589,13 +770,27 @@ mod test {
             assert!(modify_is_ok(s, Err, rc, M::STATE));
             assert!(modify_is_ok(s, Reset, rc, M::STATE));
         }
-        assert!(modify_is_ok(Rts, Sqd, rc, M::STATE | M::EN_SQD_ASYNC_NOTIFY));
-        assert!(modify_is_ok(Sqe, Rts, QpType::Uc, M::STATE | M::ACCESS_FLAGS));
+        assert!(modify_is_ok(
+            Rts,
+            Sqd,
+            rc,
+            M::STATE | M::EN_SQD_ASYNC_NOTIFY
+        ));
+        assert!(modify_is_ok(
+            Sqe,
+            Rts,
+            QpType::Uc,
+            M::STATE | M::ACCESS_FLAGS
+        ));
         assert!(!modify_is_ok(Sqe, Rts, rc, M::STATE | M::ACCESS_FLAGS));
     }
 
     #[test]
     fn qp_state_is_small() {
-        assert!(std::mem::size_of::<Qp>() <= 4096, "{}", std::mem::size_of::<Qp>());
+        assert!(
+            std::mem::size_of::<Qp>() <= 4096,
+            "{}",
+            std::mem::size_of::<Qp>()
+        );
     }
 }

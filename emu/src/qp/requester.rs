@@ -18,7 +18,13 @@ pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
 }
 
 /// Completes a transmit record and fills the ICRC over `buf[..len]`.
-pub(crate) fn finish(path: &Path, sport: u16, ipv4_id: u16, buf: &mut [u8], len: usize) -> Option<Transmit> {
+pub(crate) fn finish(
+    path: &Path,
+    sport: u16,
+    ipv4_id: u16,
+    buf: &mut [u8],
+    len: usize,
+) -> Option<Transmit> {
     let t = Transmit {
         ipv4_id,
         src_ip: path.src_ip,
@@ -100,9 +106,15 @@ impl Qp {
                 w.sent = 0;
                 if first {
                     first = false;
-                    let from = if w.opcode == WrOpcode::RdmaRead { w.orig_first_psn } else { w.first_psn };
+                    let from = if w.opcode == WrOpcode::RdmaRead {
+                        w.orig_first_psn
+                    } else {
+                        w.first_psn
+                    };
                     let npsn = comp_psn.diff(from);
-                    if (w.opcode.is_send() || w.opcode.is_write() || w.opcode == WrOpcode::RdmaRead) && npsn > 0 {
+                    if (w.opcode.is_send() || w.opcode.is_write() || w.opcode == WrOpcode::RdmaRead)
+                        && npsn > 0
+                    {
                         w.sent = (npsn as u64 * mtu as u64).min(w.length as u64) as u32;
                         if w.sent == w.length && w.opcode != WrOpcode::RdmaRead {
                             // every packet was acknowledged: resend the last one
@@ -117,7 +129,12 @@ impl Qp {
     }
 
     /// Produces the next request packet into `buf`, or `None` when the requester must wait.
-    pub(crate) fn requester_next(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    pub(crate) fn requester_next(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        now: Instant,
+        buf: &mut [u8],
+    ) -> Option<Transmit> {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.req.wait_rnr {
             return None;
         }
@@ -150,7 +167,8 @@ impl Qp {
                 w.has_rd_atomic = true;
                 self.sq.get_mut(i).has_rd_atomic = true;
             }
-            if self.qp_type == QpType::Rc && self.req.psn.diff(self.comp.psn + MAX_UNACKED_PSNS) > 0 {
+            if self.qp_type == QpType::Rc && self.req.psn.diff(self.comp.psn + MAX_UNACKED_PSNS) > 0
+            {
                 return None;
             }
             let mtu = self.seg_mtu(ctx.port_mtu);
@@ -188,7 +206,10 @@ impl Qp {
         };
         let mut b = bth::Repr::new(op, dest_qp, self.req.psn);
         let end = flags.contains(OpFlags::END);
-        if end && w.flags.contains(SendFlags::SOLICITED) && (w.opcode.is_send() || w.opcode == WrOpcode::RdmaWriteWithImm) {
+        if end
+            && w.flags.contains(SendFlags::SOLICITED)
+            && (w.opcode.is_send() || w.opcode == WrOpcode::RdmaWriteWithImm)
+        {
             b.se = true;
         }
         if self.qp_type == QpType::Rc {
@@ -204,16 +225,29 @@ impl Qp {
             }
         }
         let mut r = Repr::new(b);
-        let payload = if flags.contains(OpFlags::PAYLOAD) { resid.min(mtu) } else { 0 };
+        let payload = if flags.contains(OpFlags::PAYLOAD) {
+            resid.min(mtu)
+        } else {
+            0
+        };
         if flags.contains(OpFlags::RETH) {
-            r.reth = Some(reth::Repr { va: w.remote_addr.wrapping_add(w.sent as u64), rkey: w.rkey, dma_len: resid });
+            r.reth = Some(reth::Repr {
+                va: w.remote_addr.wrapping_add(w.sent as u64),
+                rkey: w.rkey,
+                dma_len: resid,
+            });
         }
         if flags.contains(OpFlags::ATMETH) {
             let (swap_add, compare) = match w.opcode {
                 WrOpcode::AtomicCmpAndSwp => (w.swap, w.compare_add),
                 _ => (w.compare_add, 0),
             };
-            r.atomic_eth = Some(atomic_eth::Repr { va: w.remote_addr, rkey: w.rkey, swap_add, compare });
+            r.atomic_eth = Some(atomic_eth::Repr {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                swap_add,
+                compare,
+            });
         }
         if flags.contains(OpFlags::IMMDT) {
             r.immdt = Some(immdt::Repr { imm: w.imm });
@@ -222,7 +256,11 @@ impl Qp {
             r.ieth = Some(ieth::Repr { rkey: w.inv_rkey });
         }
         if flags.contains(OpFlags::DETH) {
-            r.deth = Some(deth::Repr { qkey: w.remote_qkey, resv: 0, src_qp: self.qpn });
+            r.deth = Some(deth::Repr {
+                qkey: w.remote_qkey,
+                resv: 0,
+                src_qp: self.qpn,
+            });
         }
         r.set_payload_len(payload as usize);
         let len = emit_headers(&r, buf)?;
@@ -234,9 +272,21 @@ impl Qp {
                 dst.copy_from_slice(&src[w.sent as usize..(w.sent + payload) as usize]);
                 true
             } else {
-                ctx.mrs.gather(self.pd, self.sq.sges_of(i), w.sent as u64, dst).is_ok()
+                ctx.mrs
+                    .gather(self.pd, self.sq.sges_of(i), w.sent as u64, dst)
+                    .is_ok()
             };
             if !ok {
+                let f = ctx.mrs.classify_sges(
+                    self.pd,
+                    self.sq.sges_of(i),
+                    AccessFlags::EMPTY,
+                    w.sent as u64,
+                    payload as u64,
+                );
+                if let Some(f) = f {
+                    ctx.diag(self.qpn, crate::diag::Diagnostic::LocalProtection(f));
+                }
                 w.status = WcStatus::LocProtErr;
                 w.state = WqeState::Error;
                 *self.sq.get_mut(i) = w;
@@ -248,11 +298,12 @@ impl Qp {
         // rxe update_wqe_psn / update_wqe_state / update_state
         let start = flags.contains(OpFlags::START);
         if start {
-            let num_pkt = if w.opcode == WrOpcode::RdmaRead || w.opcode.is_send() || w.opcode.is_write() {
-                resid.div_ceil(mtu).max(1)
-            } else {
-                1
-            };
+            let num_pkt =
+                if w.opcode == WrOpcode::RdmaRead || w.opcode.is_send() || w.opcode.is_write() {
+                    resid.div_ceil(mtu).max(1)
+                } else {
+                    1
+                };
             w.first_psn = self.req.psn;
             w.last_psn = self.req.psn + (num_pkt - 1);
             if w.sent == 0 {

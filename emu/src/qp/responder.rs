@@ -3,6 +3,7 @@
 //! RNR, length checks, R_Key checks, execution (placement, READ resources, atomics), receive
 //! completions, ACK generation and duplicate replay (C.2, C.5–C.9, C.12, C.13).
 use super::{Ctx, Job, Qp, Resource, RESP_JOBS};
+use crate::diag::{Diagnostic, KeyFault};
 use crate::mem::{MemErr, MrEntry};
 use crate::net::{RxMeta, Transmit};
 use crate::verbs::*;
@@ -42,7 +43,9 @@ fn is_write_mid(op: Opcode) -> bool {
 
 impl Qp {
     fn push_job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
-        if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) = (job, self.resp.jobs.back()) {
+        if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) =
+            (job, self.resp.jobs.back())
+        {
             if s == aeth::CREDITS_INVALID && *t == aeth::CREDITS_INVALID {
                 // coalesce a backlog of positive ACKs: the later one acknowledges everything
                 *self.resp.jobs.back_mut().expect("non-empty") = job;
@@ -62,7 +65,13 @@ impl Qp {
     }
 
     /// Handles one request packet (REQ flag set), QP state already checked.
-    pub(crate) fn on_request(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Packet<&[u8]>, r: &Repr) {
+    pub(crate) fn on_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        meta: &RxMeta,
+        p: &Packet<&[u8]>,
+        r: &Repr,
+    ) {
         let psn = r.bth.psn;
         let flags = r.bth.opcode.flags();
         match self.qp_type {
@@ -110,7 +119,13 @@ impl Qp {
         self.resp.send_off = 0;
     }
 
-    fn process_request(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Packet<&[u8]>, r: &Repr) -> Result<(), RespErr> {
+    fn process_request(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        meta: &RxMeta,
+        p: &Packet<&[u8]>,
+        r: &Repr,
+    ) -> Result<(), RespErr> {
         let op = r.bth.opcode;
         let flags = op.flags();
         let rc = self.qp_type == QpType::Rc;
@@ -118,17 +133,31 @@ impl Qp {
         match self.resp.opcode {
             Some(prev) if is_send_mid(prev) && self.qp_type != QpType::Ud => {
                 if !flags.contains(OpFlags::SEND) || flags.contains(OpFlags::START) {
-                    return Err(if rc { RespErr::MissingLastC } else { RespErr::MissingLastD1e });
+                    return Err(if rc {
+                        RespErr::MissingLastC
+                    } else {
+                        RespErr::MissingLastD1e
+                    });
                 }
             }
             Some(prev) if is_write_mid(prev) => {
                 if !flags.contains(OpFlags::WRITE) || flags.contains(OpFlags::START) {
-                    return Err(if rc { RespErr::MissingLastC } else { RespErr::MissingLastD1e });
+                    return Err(if rc {
+                        RespErr::MissingLastC
+                    } else {
+                        RespErr::MissingLastD1e
+                    });
                 }
             }
             _ => {
-                if flags.contains(OpFlags::MIDDLE) || (flags.contains(OpFlags::END) && !flags.contains(OpFlags::START)) {
-                    return Err(if rc { RespErr::MissingFirst } else { RespErr::UcDrop });
+                if flags.contains(OpFlags::MIDDLE)
+                    || (flags.contains(OpFlags::END) && !flags.contains(OpFlags::START))
+                {
+                    return Err(if rc {
+                        RespErr::MissingFirst
+                    } else {
+                        RespErr::UcDrop
+                    });
                 }
             }
         }
@@ -141,7 +170,10 @@ impl Qp {
             {
                 return Err(RespErr::Unsupported);
             }
-        } else if self.qp_type == QpType::Uc && flags.contains(OpFlags::WRITE) && !acc.contains(AccessFlags::REMOTE_WRITE) {
+        } else if self.qp_type == QpType::Uc
+            && flags.contains(OpFlags::WRITE)
+            && !acc.contains(AccessFlags::REMOTE_WRITE)
+        {
             return Err(RespErr::UcDrop);
         }
         // check_resource
@@ -221,8 +253,12 @@ impl Qp {
             if self.resp.srq_wqe.is_some() {
                 return Ok(());
             }
-            let Some(s) = ctx.srqs.get_mut(srq.0) else { return Err(RespErr::Rnr) };
-            let Some((w, sges)) = s.rq.front() else { return Err(RespErr::Rnr) };
+            let Some(s) = ctx.srqs.get_mut(srq.0) else {
+                return Err(RespErr::Rnr);
+            };
+            let Some((w, sges)) = s.rq.front() else {
+                return Err(RespErr::Rnr);
+            };
             self.resp.srq_wqe = Some((w.wr_id, w.length));
             self.resp.srq_sges.clear();
             self.resp.srq_sges.extend_from_slice(sges);
@@ -244,7 +280,12 @@ impl Qp {
     }
 
     /// rxe `check_rkey`; returns the MR and the region offset of the bytes this packet touches.
-    fn check_rkey<'m>(&mut self, mrs: &'m crate::mem::MrTable, r: &Repr, payload: u32) -> Result<Option<(&'m MrEntry, usize)>, RespErr> {
+    fn check_rkey<'m>(
+        &mut self,
+        mrs: &'m crate::mem::MrTable,
+        r: &Repr,
+        payload: u32,
+    ) -> Result<Option<(&'m MrEntry, usize)>, RespErr> {
         let flags = r.bth.opcode.flags();
         let access;
         if flags.intersects(OpFlags::READ | OpFlags::WRITE) {
@@ -256,10 +297,18 @@ impl Qp {
                 self.resp.rkey = reth.rkey;
                 if reth.dma_len == 0 {
                     // C9-88: a zero-length READ/WRITE need not carry a valid address or key
-                    return if payload == 0 { Ok(None) } else { Err(RespErr::Length) };
+                    return if payload == 0 {
+                        Ok(None)
+                    } else {
+                        Err(RespErr::Length)
+                    };
                 }
             }
-            access = if flags.contains(OpFlags::READ) { AccessFlags::REMOTE_READ } else { AccessFlags::REMOTE_WRITE };
+            access = if flags.contains(OpFlags::READ) {
+                AccessFlags::REMOTE_READ
+            } else {
+                AccessFlags::REMOTE_WRITE
+            };
         } else {
             let a = r.atomic_eth.unwrap_or_default();
             self.resp.va = a.va;
@@ -287,7 +336,13 @@ impl Qp {
         Ok(Some((e, off)))
     }
 
-    fn send_data_in(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Packet<&[u8]>, r: &Repr) -> Result<(), RespErr> {
+    fn send_data_in(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        meta: &RxMeta,
+        p: &Packet<&[u8]>,
+        r: &Repr,
+    ) -> Result<(), RespErr> {
         let mrs = ctx.mrs;
         let ud = self.qp_type == QpType::Ud;
         let mut grh = [0u8; 40];
@@ -357,12 +412,27 @@ impl Qp {
             orig: 0,
         });
         let msn = self.resp.msn;
-        self.push_job(ctx, Job::Read { psn, va: reth.va, rkey: reth.rkey, resid: reth.dma_len, first: true, msn });
+        self.push_job(
+            ctx,
+            Job::Read {
+                psn,
+                va: reth.va,
+                rkey: reth.rkey,
+                resid: reth.dma_len,
+                first: true,
+                msn,
+            },
+        );
         self.resp.psn = last + 1;
         self.resp.opcode = None;
     }
 
-    fn execute_atomic(&mut self, ctx: &mut Ctx<'_>, r: &Repr, mr: Option<(&MrEntry, usize)>) -> Result<(), RespErr> {
+    fn execute_atomic(
+        &mut self,
+        ctx: &mut Ctx<'_>,
+        r: &Repr,
+        mr: Option<(&MrEntry, usize)>,
+    ) -> Result<(), RespErr> {
         let a = r.atomic_eth.unwrap_or_default();
         if a.va & 7 != 0 {
             return Err(RespErr::Misaligned);
@@ -375,7 +445,16 @@ impl Qp {
         };
         let psn = r.bth.psn;
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
-        self.alloc_resource(Resource { valid: true, atomic: true, first_psn: psn, last_psn: psn, va: a.va, rkey: a.rkey, length: 8, orig });
+        self.alloc_resource(Resource {
+            valid: true,
+            atomic: true,
+            first_psn: psn,
+            last_psn: psn,
+            va: a.va,
+            rkey: a.rkey,
+            length: 8,
+            orig,
+        });
         self.resp.psn = psn + 1;
         self.resp.ack_psn = self.resp.psn;
         self.resp.opcode = Some(r.bth.opcode);
@@ -393,12 +472,10 @@ impl Qp {
             self.ack(ctx, prev, aeth::CREDITS_INVALID);
             return;
         }
-        let found = self
-            .resp
-            .resources
-            .iter()
-            .copied()
-            .find(|res| res.valid && psn.diff(res.first_psn) >= 0 && psn.diff(res.last_psn) <= 0);
+        let found =
+            self.resp.resources.iter().copied().find(|res| {
+                res.valid && psn.diff(res.first_psn) >= 0 && psn.diff(res.last_psn) <= 0
+            });
         let Some(res) = found else {
             ctx.ctr.req_dropped += 1;
             return;
@@ -407,18 +484,36 @@ impl Qp {
             let reth = r.reth.unwrap_or_default();
             let (va, len) = (reth.va, reth.dma_len as u64);
             let end = va.checked_add(len);
-            let within = va >= res.va && end.is_some_and(|e| e <= res.va.saturating_add(res.length as u64));
+            let within =
+                va >= res.va && end.is_some_and(|e| e <= res.va.saturating_add(res.length as u64));
             if !within || reth.rkey != res.rkey {
                 ctx.ctr.req_dropped += 1;
                 return;
             }
             let msn = self.resp.msn;
             let first = psn == res.first_psn;
-            self.push_job(ctx, Job::Read { psn, va, rkey: reth.rkey, resid: reth.dma_len, first, msn });
+            self.push_job(
+                ctx,
+                Job::Read {
+                    psn,
+                    va,
+                    rkey: reth.rkey,
+                    resid: reth.dma_len,
+                    first,
+                    msn,
+                },
+            );
         } else if flags.contains(OpFlags::ATOMIC) && res.atomic {
             // replay the stored result; the operation is not executed again
             let msn = self.resp.msn;
-            self.push_job(ctx, Job::AtomicAck { psn, orig: res.orig, msn });
+            self.push_job(
+                ctx,
+                Job::AtomicAck {
+                    psn,
+                    orig: res.orig,
+                    msn,
+                },
+            );
         } else {
             ctx.ctr.req_dropped += 1;
         }
@@ -438,7 +533,12 @@ impl Qp {
             return;
         };
         self.resp.wqe_held = false;
-        let mut wc = WorkCompletion { wr_id, status, qp_num: self.qpn, ..Default::default() };
+        let mut wc = WorkCompletion {
+            wr_id,
+            status,
+            qp_num: self.qpn,
+            ..Default::default()
+        };
         if status == WcStatus::Success {
             let flags = r.bth.opcode.flags();
             wc.wc_flags = WcFlags::GRH;
@@ -469,6 +569,22 @@ impl Qp {
         }
     }
 
+    /// Why the rkey check of this request failed (for the diagnostic).
+    fn rkey_fault(&self, ctx: &Ctx<'_>, r: &Repr) -> KeyFault {
+        let flags = r.bth.opcode.flags();
+        let access = if flags.contains(OpFlags::READ) {
+            AccessFlags::REMOTE_READ
+        } else if flags.contains(OpFlags::WRITE) {
+            AccessFlags::REMOTE_WRITE
+        } else {
+            AccessFlags::REMOTE_ATOMIC
+        };
+        let va = self.resp.va.wrapping_add(self.resp.offset as u64);
+        ctx.mrs
+            .classify(self.resp.rkey, self.pd, access, va, self.resp.resid as u64)
+            .unwrap_or(KeyFault::Unknown)
+    }
+
     /// rxe's error states of the responder.
     fn resp_error(&mut self, ctx: &mut Ctx<'_>, r: &Repr, e: RespErr) {
         let rc = self.qp_type == QpType::Rc;
@@ -483,14 +599,22 @@ impl Qp {
             RespErr::Rnr => {
                 if rc {
                     ctx.ctr.send_rnr_err += 1;
-                    let syn = Syndrome::RnrNak { timer: self.attr.min_rnr_timer }.to_byte();
+                    ctx.diag(self.qpn, Diagnostic::RnrNoRecvPosted);
+                    let syn = Syndrome::RnrNak {
+                        timer: self.attr.min_rnr_timer,
+                    }
+                    .to_byte();
                     self.ack(ctx, psn, syn);
                 } else {
                     self.resp.drop_msg = true;
                     ctx.ctr.req_dropped += 1;
                 }
             }
-            RespErr::MissingFirst | RespErr::MissingLastC | RespErr::Unsupported | RespErr::Misaligned | RespErr::TooManyRdAtomic => {
+            RespErr::MissingFirst
+            | RespErr::MissingLastC
+            | RespErr::Unsupported
+            | RespErr::Misaligned
+            | RespErr::TooManyRdAtomic => {
                 if rc {
                     class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
                 } else {
@@ -511,6 +635,8 @@ impl Qp {
                 ctx.ctr.req_dropped += 1;
             }
             RespErr::RkeyViolation => {
+                let fault = self.rkey_fault(ctx, r);
+                ctx.diag(self.qpn, Diagnostic::RemoteAccess(fault));
                 if rc {
                     class_c(self, ctx, NAK_REM_ACC, WcStatus::RemAccessErr);
                 } else {
@@ -535,6 +661,13 @@ impl Qp {
                 }
             }
             RespErr::MalformedWqe => {
+                let (sges, _) = self.cur_recv_sges();
+                let f = ctx
+                    .mrs
+                    .classify_sges(self.pd, sges, AccessFlags::LOCAL_WRITE, 0, u64::MAX);
+                if let Some(f) = f {
+                    ctx.diag(self.qpn, Diagnostic::LocalProtection(f));
+                }
                 self.complete_recv(ctx, r, WcStatus::LocQpOpErr);
                 if rc {
                     self.ack(ctx, psn, NAK_REM_OP);
@@ -563,17 +696,39 @@ impl Qp {
                 Job::Ack { psn, syndrome, msn } => {
                     let len = crate::hdr::emit_ack(buf, dqp, psn, syndrome, msn)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
+                    return super::requester::finish(
+                        &path,
+                        self.src_port,
+                        ctx.tx_ipv4_id,
+                        buf,
+                        len,
+                    );
                 }
                 Job::AtomicAck { psn, orig, msn } => {
                     r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
-                    r.aeth = Some(aeth::Repr { syndrome: Syndrome::ACK, msn });
+                    r.aeth = Some(aeth::Repr {
+                        syndrome: Syndrome::ACK,
+                        msn,
+                    });
                     r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
                     let len = super::requester::emit_headers(&r, buf)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
+                    return super::requester::finish(
+                        &path,
+                        self.src_port,
+                        ctx.tx_ipv4_id,
+                        buf,
+                        len,
+                    );
                 }
-                Job::Read { psn, va, rkey, resid, first, msn } => {
+                Job::Read {
+                    psn,
+                    va,
+                    rkey,
+                    resid,
+                    first,
+                    msn,
+                } => {
                     let mtu = self.mtu;
                     let fits = resid <= mtu;
                     let op = match (first, fits) {
@@ -585,12 +740,21 @@ impl Qp {
                     let payload = resid.min(mtu);
                     r = Repr::new(bth::Repr::new(op, dqp, psn));
                     if op.has(OpFlags::AETH) {
-                        r.aeth = Some(aeth::Repr { syndrome: Syndrome::ACK, msn });
+                        r.aeth = Some(aeth::Repr {
+                            syndrome: Syndrome::ACK,
+                            msn,
+                        });
                     }
                     r.set_payload_len(payload as usize);
                     let len = super::requester::emit_headers(&r, buf)?;
                     if payload > 0 {
-                        match ctx.mrs.check(rkey, self.pd, AccessFlags::REMOTE_READ, va, payload as u64) {
+                        match ctx.mrs.check(
+                            rkey,
+                            self.pd,
+                            AccessFlags::REMOTE_READ,
+                            va,
+                            payload as u64,
+                        ) {
                             Ok((e, off)) => {
                                 let h = r.header_len();
                                 e.mem.read(off, &mut buf[h..h + payload as usize]);
@@ -599,7 +763,11 @@ impl Qp {
                                 // the MR went away under a (replayed) read: NAK, QP to error
                                 self.resp.jobs.pop_front();
                                 let msn = self.resp.msn;
-                                self.resp.jobs.push_front(Job::Ack { psn, syndrome: NakCode::RemoteAccessError.bits() | 0x60, msn });
+                                self.resp.jobs.push_front(Job::Ack {
+                                    psn,
+                                    syndrome: NakCode::RemoteAccessError.bits() | 0x60,
+                                    msn,
+                                });
                                 self.to_error(ctx);
                                 continue;
                             }
@@ -609,10 +777,22 @@ impl Qp {
                     if left == 0 {
                         self.resp.jobs.pop_front();
                     } else {
-                        *self.resp.jobs.front_mut().expect("job") =
-                            Job::Read { psn: psn + 1, va: va + payload as u64, rkey, resid: left, first: false, msn };
+                        *self.resp.jobs.front_mut().expect("job") = Job::Read {
+                            psn: psn + 1,
+                            va: va + payload as u64,
+                            rkey,
+                            resid: left,
+                            first: false,
+                            msn,
+                        };
                     }
-                    return super::requester::finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len);
+                    return super::requester::finish(
+                        &path,
+                        self.src_port,
+                        ctx.tx_ipv4_id,
+                        buf,
+                        len,
+                    );
                 }
             }
         }

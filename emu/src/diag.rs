@@ -1,0 +1,176 @@
+//! Diagnostics that teach: the classic verbs mistakes, recorded on the side where they happen,
+//! once per (QP, cause), with a message that says what happened and what the program should do.
+//! The driver drains them with [`crate::Nic::poll_diagnostic`]; every occurrence (not only the
+//! first) is counted in the `diag_*` [`crate::Counters`].
+
+use crate::counters::Counters;
+use crate::verbs::QpState;
+use std::collections::{HashSet, VecDeque};
+
+/// Why a memory key check failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KeyFault {
+    /// No region was ever registered with this key.
+    Unknown,
+    /// The key belonged to a region that has since been deregistered.
+    Stale,
+    /// The region belongs to another protection domain than the QP.
+    WrongPd,
+    /// The region was registered without the access this operation needs.
+    NoPermission,
+    /// The access reaches outside the region.
+    OutOfBounds,
+}
+
+/// One classic verbs mistake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Diagnostic {
+    /// A SEND arrived on an RC QP with no receive WR posted (RNR NAK sent).
+    RnrNoRecvPosted,
+    /// An inbound RDMA READ/WRITE/atomic failed its rkey check (NAK, remote access error).
+    RemoteAccess(KeyFault),
+    /// A local SGE failed its lkey check (IBV_WC_LOC_PROT_ERR).
+    LocalProtection(KeyFault),
+    /// A verb was used on a QP in a state that does not allow it.
+    WrongState {
+        /// The verb, e.g. `ibv_post_send`.
+        verb: &'static str,
+        /// The QP's state.
+        state: QpState,
+    },
+    /// A completion was lost because the CQ was full (completions not polled).
+    CqOverflow,
+}
+
+fn state_name(s: QpState) -> &'static str {
+    match s {
+        QpState::Reset => "RESET",
+        QpState::Init => "INIT",
+        QpState::Rtr => "RTR",
+        QpState::Rts => "RTS",
+        QpState::Sqd => "SQD",
+        QpState::Sqe => "SQE",
+        QpState::Err => "ERR",
+    }
+}
+
+impl Diagnostic {
+    /// The counter (in [`Counters`]) this cause is counted in.
+    pub fn counter(&self) -> &'static str {
+        match self {
+            Diagnostic::RnrNoRecvPosted => "diag_rnr_no_recv",
+            Diagnostic::RemoteAccess(KeyFault::Unknown) => "diag_bad_rkey",
+            Diagnostic::RemoteAccess(KeyFault::Stale) => "diag_stale_rkey",
+            Diagnostic::RemoteAccess(KeyFault::WrongPd) => "diag_rkey_wrong_pd",
+            Diagnostic::RemoteAccess(KeyFault::NoPermission) => "diag_remote_no_permission",
+            Diagnostic::RemoteAccess(KeyFault::OutOfBounds) => "diag_remote_out_of_bounds",
+            Diagnostic::LocalProtection(KeyFault::Unknown | KeyFault::Stale) => "diag_bad_lkey",
+            Diagnostic::LocalProtection(KeyFault::WrongPd) => "diag_lkey_wrong_pd",
+            Diagnostic::LocalProtection(KeyFault::NoPermission) => "diag_local_no_permission",
+            Diagnostic::LocalProtection(KeyFault::OutOfBounds) => "diag_local_out_of_bounds",
+            Diagnostic::WrongState { .. } => "diag_wrong_state",
+            Diagnostic::CqOverflow => "diag_cq_overflow",
+        }
+    }
+
+    /// What happened and what the program should do, for QP `qpn`.
+    pub fn message(&self, qpn: u32) -> String {
+        let what = match self {
+            Diagnostic::RnrNoRecvPosted => "a SEND arrived but no receive WR was posted (RNR NAK sent). \
+                 Post receive work requests before the peer sends, e.g. pre-post ibv_post_recv for every expected message"
+                .to_string(),
+            Diagnostic::RemoteAccess(f) => {
+                let why = match f {
+                    KeyFault::Unknown => "with an rkey that no memory region of this device has",
+                    KeyFault::Stale => "with the rkey of a memory region that was deregistered",
+                    KeyFault::WrongPd => "with the rkey of a memory region in another protection domain than this QP",
+                    KeyFault::NoPermission => "on a memory region registered without the remote access it needs",
+                    KeyFault::OutOfBounds => "outside the bounds of the memory region of its rkey",
+                };
+                let fix = match f {
+                    KeyFault::Unknown | KeyFault::Stale => "Send the peer the current mr->rkey (and address) of a live ibv_reg_mr region, and keep the region registered while the peer uses it",
+                    KeyFault::WrongPd => "Register the memory region in the same PD as the QP (ibv_reg_mr(qp->pd, ...))",
+                    KeyFault::NoPermission => "Register the region with IBV_ACCESS_REMOTE_WRITE / IBV_ACCESS_REMOTE_READ / IBV_ACCESS_REMOTE_ATOMIC as the peer's operations need (remote write and atomics also need IBV_ACCESS_LOCAL_WRITE)",
+                    KeyFault::OutOfBounds => "Keep remote_addr .. remote_addr+length inside [mr->addr, mr->addr+mr->length) of the region the peer advertised",
+                };
+                format!("an incoming RDMA READ/WRITE/atomic was refused {why} (NAK remote access error sent, QP moved to ERR). {fix}")
+            }
+            Diagnostic::LocalProtection(f) => {
+                let why = match f {
+                    KeyFault::Unknown | KeyFault::Stale => "an lkey that is not a live memory region of this device (wrong or deregistered)",
+                    KeyFault::WrongPd => "the lkey of a memory region in another protection domain than this QP",
+                    KeyFault::NoPermission => "a region registered without IBV_ACCESS_LOCAL_WRITE, which incoming data needs",
+                    KeyFault::OutOfBounds => "an address/length outside its memory region",
+                };
+                let fix = match f {
+                    KeyFault::Unknown | KeyFault::Stale => "Use mr->lkey of a region that stays registered until the work request completes",
+                    KeyFault::WrongPd => "Register the buffer in the QP's PD: the QP, its memory regions and address handles must all come from the same ibv_alloc_pd",
+                    KeyFault::NoPermission => "Register receive and read-response buffers with IBV_ACCESS_LOCAL_WRITE",
+                    KeyFault::OutOfBounds => "Keep every sge.addr .. sge.addr+sge.length inside the registered region",
+                };
+                format!("a work request's scatter/gather entry uses {why} (IBV_WC_LOC_PROT_ERR, QP moved to ERR). {fix}")
+            }
+            Diagnostic::WrongState { verb, state } => {
+                let fix = match *state {
+                    QpState::Reset => "Move the QP to INIT (ibv_modify_qp) before posting receives, and to RTS before posting sends",
+                    QpState::Err => "The QP is in ERR after an earlier error: new work is flushed. Reset it (RESET -> INIT -> RTR -> RTS) or create a new QP",
+                    _ => "Bring the QP through RESET -> INIT -> RTR -> RTS with ibv_modify_qp first",
+                };
+                format!("{verb} was called while the QP is in state {}, which does not allow it. {fix}", state_name(*state))
+            }
+            Diagnostic::CqOverflow => "a completion was lost because its CQ was full (IBV_EVENT_CQ_ERR, QP moved to ERR). \
+                 Poll the CQ (ibv_poll_cq) regularly and size it for every outstanding work request (cqe >= max_send_wr + max_recv_wr of its QPs)"
+                .to_string(),
+        };
+        format!("QP {qpn:#x}: {what}.")
+    }
+
+    fn count(&self, c: &mut Counters) {
+        let f = match self {
+            Diagnostic::RnrNoRecvPosted => &mut c.diag_rnr_no_recv,
+            Diagnostic::RemoteAccess(KeyFault::Unknown) => &mut c.diag_bad_rkey,
+            Diagnostic::RemoteAccess(KeyFault::Stale) => &mut c.diag_stale_rkey,
+            Diagnostic::RemoteAccess(KeyFault::WrongPd) => &mut c.diag_rkey_wrong_pd,
+            Diagnostic::RemoteAccess(KeyFault::NoPermission) => &mut c.diag_remote_no_permission,
+            Diagnostic::RemoteAccess(KeyFault::OutOfBounds) => &mut c.diag_remote_out_of_bounds,
+            Diagnostic::LocalProtection(KeyFault::Unknown | KeyFault::Stale) => {
+                &mut c.diag_bad_lkey
+            }
+            Diagnostic::LocalProtection(KeyFault::WrongPd) => &mut c.diag_lkey_wrong_pd,
+            Diagnostic::LocalProtection(KeyFault::NoPermission) => &mut c.diag_local_no_permission,
+            Diagnostic::LocalProtection(KeyFault::OutOfBounds) => &mut c.diag_local_out_of_bounds,
+            Diagnostic::WrongState { .. } => &mut c.diag_wrong_state,
+            Diagnostic::CqOverflow => &mut c.diag_cq_overflow,
+        };
+        *f += 1;
+    }
+}
+
+/// Most diagnostics kept undrained (older ones are dropped; they were counted).
+const MAX_PENDING: usize = 64;
+
+/// Pending diagnostics, deduplicated per (QP, cause).
+#[derive(Default)]
+pub(crate) struct Diags {
+    seen: HashSet<(u32, Diagnostic)>,
+    pending: VecDeque<(u32, Diagnostic)>,
+}
+
+impl Diags {
+    /// Counts `d` on `qpn`; queues it if it is the first of its cause on that QP.
+    pub fn report(&mut self, ctr: &mut Counters, qpn: u32, d: Diagnostic) {
+        d.count(ctr);
+        if self.seen.insert((qpn, d)) && self.pending.len() < MAX_PENDING {
+            self.pending.push_back((qpn, d));
+        }
+    }
+
+    pub fn pop(&mut self) -> Option<(u32, Diagnostic)> {
+        self.pending.pop_front()
+    }
+
+    /// Forgets a destroyed QP (its number may be reused).
+    pub fn forget(&mut self, qpn: u32) {
+        self.seen.retain(|(q, _)| *q != qpn);
+    }
+}
