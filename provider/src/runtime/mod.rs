@@ -41,6 +41,7 @@
 //! | `ROCE_SPIN_US` | `50` | how long the progress thread spins after activity |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
 //! | `ROCE_STAT_DIR` | `$XDG_RUNTIME_DIR/roce` or `/tmp/roce-<uid>` | where counters are written for `roce stat` |
+//! | `ROCE_QUIET` | unset | `1`: the diagnostics (one per QP and classic verbs mistake, see `roce_emu::diag`) go to `tracing` only, not to stderr; `roce stat` counts them (`diag_*`) either way |
 //!
 //! # Using it (the API other layers build on)
 //!
@@ -203,6 +204,8 @@ struct Shared {
     ctr: RuntimeCounters,
     icrc: IcrcCounters,
     stat_path: Option<std::path::PathBuf>,
+    /// `ROCE_QUIET=1`: diagnostics go to `tracing` only, not to stderr.
+    quiet: bool,
 }
 
 /// One emulated RoCE device: the engine, its UDP socket and its progress thread. Cheap to share
@@ -291,6 +294,7 @@ impl Device {
             ctr: RuntimeCounters::default(),
             icrc: IcrcCounters::default(),
             stat_path,
+            quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
             cfg,
         });
         register_for_exit(&shared);
@@ -474,6 +478,7 @@ impl Drop for Device {
         let mut e = self.shared.lock();
         let now = self.shared.now();
         self.shared.transmit(&mut e, now);
+        self.shared.report_diagnostics(&mut e);
         if let Some(p) = e.pcap.take() {
             let _ = p.finish();
         }
@@ -756,7 +761,21 @@ impl Shared {
         self.ctr.tx_bytes.fetch_add(len as u64, Relaxed);
     }
 
+    /// Reports the engine's diagnostics (once per QP and cause): a `tracing` warning and, unless
+    /// `ROCE_QUIET=1`, one `roce: QP 0x..: what happened. What to do.` line on stderr.
+    fn report_diagnostics(&self, e: &mut Engine) {
+        while let Some((qpn, d)) = e.nic.poll_diagnostic() {
+            let msg = d.message(qpn);
+            tracing::warn!(qpn, cause = d.counter(), "{msg}");
+            if !self.quiet {
+                use std::io::Write as _;
+                let _ = writeln!(io::stderr(), "roce: {msg}");
+            }
+        }
+    }
+
     fn dispatch_events(&self, e: &mut Engine) {
+        self.report_diagnostics(e);
         while let Some(cq) = e.nic.poll_comp_event() {
             self.ctr.comp_events.fetch_add(1, Relaxed);
             if let Some(h) = e.comp.get(&cq) {
@@ -834,6 +853,7 @@ extern "C" fn flush_at_exit() {
             if let Ok(mut e) = s.engine.try_lock() {
                 let now = s.now();
                 s.transmit(&mut e, now);
+                s.report_diagnostics(&mut e);
                 break;
             }
             std::thread::sleep(Duration::from_micros(100));

@@ -1,0 +1,161 @@
+//! Diagnostics that teach (issue 4, item 6): `diagnose.c` provokes each classic verbs mistake
+//! through the C ABI on `roce run --ip 127.0.0.1`; stderr must carry exactly one warning per
+//! cause and QP, on the side where it happened, with the exact message, and `roce stat` must
+//! count them (`diag_*`).
+
+mod common;
+use common::*;
+use std::collections::HashMap;
+use std::process::Command;
+use std::time::Duration;
+
+/// (mistake as printed by diagnose.c, what the warning says after "roce: QP 0x..: ", counter).
+const EXPECTED: &[(&str, &str, &str)] = &[
+    (
+        "wrong_state",
+        "ibv_post_send was called while the QP is in state RESET, which does not allow it. Move the \
+         QP to INIT (ibv_modify_qp) before posting receives, and to RTS before posting sends.",
+        "diag_wrong_state 4",
+    ),
+    (
+        "wrong_state",
+        "ibv_post_recv was called while the QP is in state RESET, which does not allow it. Move the \
+         QP to INIT (ibv_modify_qp) before posting receives, and to RTS before posting sends.",
+        "diag_wrong_state 4",
+    ),
+    (
+        "rnr",
+        "a SEND arrived but no receive WR was posted (RNR NAK sent). Post receive work requests \
+         before the peer sends, e.g. pre-post ibv_post_recv for every expected message.",
+        "diag_rnr_no_recv",
+    ),
+    (
+        "bad_rkey",
+        "an incoming RDMA READ/WRITE/atomic was refused with an rkey that no memory region of this \
+         device has (NAK remote access error sent, QP moved to ERR). Send the peer the current \
+         mr->rkey (and address) of a live ibv_reg_mr region, and keep the region registered while \
+         the peer uses it.",
+        "diag_bad_rkey 1",
+    ),
+    (
+        "stale_rkey",
+        "an incoming RDMA READ/WRITE/atomic was refused with the rkey of a memory region that was \
+         deregistered (NAK remote access error sent, QP moved to ERR). Send the peer the current \
+         mr->rkey (and address) of a live ibv_reg_mr region, and keep the region registered while \
+         the peer uses it.",
+        "diag_stale_rkey 1",
+    ),
+    (
+        "out_of_bounds",
+        "an incoming RDMA READ/WRITE/atomic was refused outside the bounds of the memory region of \
+         its rkey (NAK remote access error sent, QP moved to ERR). Keep remote_addr .. \
+         remote_addr+length inside [mr->addr, mr->addr+mr->length) of the region the peer \
+         advertised.",
+        "diag_remote_out_of_bounds 1",
+    ),
+    (
+        "no_permission",
+        "an incoming RDMA READ/WRITE/atomic was refused on a memory region registered without the \
+         remote access it needs (NAK remote access error sent, QP moved to ERR). Register the \
+         region with IBV_ACCESS_REMOTE_WRITE / IBV_ACCESS_REMOTE_READ / IBV_ACCESS_REMOTE_ATOMIC \
+         as the peer's operations need (remote write and atomics also need \
+         IBV_ACCESS_LOCAL_WRITE).",
+        "diag_remote_no_permission 1",
+    ),
+    (
+        "wrong_pd",
+        "a work request's scatter/gather entry uses the lkey of a memory region in another \
+         protection domain than this QP (IBV_WC_LOC_PROT_ERR, QP moved to ERR). Register the \
+         buffer in the QP's PD: the QP, its memory regions and address handles must all come \
+         from the same ibv_alloc_pd.",
+        "diag_lkey_wrong_pd 1",
+    ),
+    (
+        "cq_overflow",
+        "a completion was lost because its CQ was full (IBV_EVENT_CQ_ERR, QP moved to ERR). Poll \
+         the CQ (ibv_poll_cq) regularly and size it for every outstanding work request (cqe >= \
+         max_send_wr + max_recv_wr of its QPs).",
+        "diag_cq_overflow",
+    ),
+];
+
+#[test]
+fn each_classic_mistake_warns_once_and_is_counted() {
+    let cc = which("cc").or_else(|| which("gcc"));
+    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
+        || !prerequisite(
+            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
+            "verbs.h (apt-get install libibverbs-dev)",
+        )
+    {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("roce-diagnose-{}", std::process::id()));
+    let stat_dir = dir.join("stat");
+    std::fs::create_dir_all(&stat_dir).unwrap();
+    let exe = dir.join("diagnose");
+    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/diagnose.c");
+    let st = Command::new(cc.unwrap())
+        .args(["-O1", "-Wall", "-o"])
+        .arg(&exe)
+        .arg(src)
+        .arg("-libverbs")
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "compiling diagnose.c failed");
+    let stat_cmd = format!(
+        "{} stat --ip 127.0.0.1 --stat-dir {}",
+        roce().display(),
+        stat_dir.display()
+    );
+    let _g = serial();
+    assert!(
+        wait_udp_free(Duration::from_secs(300)),
+        "127.0.0.1:4791 stayed busy"
+    );
+    let out = spawn(
+        &["--ip".to_string(), "127.0.0.1".into()],
+        &[exe.to_string_lossy().into_owned()],
+        &[
+            ("ROCE_STAT_DIR", stat_dir.to_str().unwrap()),
+            ("ROCE_STAT_CMD", &stat_cmd),
+        ],
+    )
+    .wait(Duration::from_secs(60));
+    println!("{}", out.stdout);
+    eprintln!("{}", out.stderr);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(!out.timed_out, "diagnose program hung");
+    assert!(!out.stdout.contains("FAIL"), "a check of diagnose.c failed");
+    assert_eq!(out.code, Some(0));
+    let qpn: HashMap<&str, u32> = out
+        .stdout
+        .lines()
+        .filter_map(|l| l.strip_prefix("QPN "))
+        .filter_map(|l| l.split_once(' '))
+        .map(|(k, v)| (k, v.trim().parse().unwrap()))
+        .collect();
+    let warnings: Vec<&str> = out
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("roce: QP "))
+        .collect();
+    for (mistake, msg, counter) in EXPECTED {
+        let q = qpn[mistake];
+        let line = format!("roce: QP {q:#x}: {msg}");
+        let n = warnings.iter().filter(|w| **w == line).count();
+        assert_eq!(
+            n, 1,
+            "expected once on stderr:\n{line}\nwarnings:\n{warnings:#?}"
+        );
+        assert!(
+            out.stdout.lines().any(|l| l.trim().starts_with(counter)),
+            "roce stat does not show {counter}"
+        );
+    }
+    assert_eq!(
+        warnings.len(),
+        EXPECTED.len(),
+        "one warning per cause and QP, nothing else: {warnings:#?}"
+    );
+}
