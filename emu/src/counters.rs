@@ -74,6 +74,8 @@ counters! {
     diag_remote_no_permission,
     /// Inbound RDMA outside its region.
     diag_remote_out_of_bounds,
+    /// Inbound RDMA on a QP whose `qp_access_flags` lack the needed flag.
+    diag_qp_access,
     /// Local SGE with an unknown or stale lkey.
     diag_bad_lkey,
     /// Local SGE with the lkey of a region in another PD.

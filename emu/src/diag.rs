@@ -29,6 +29,12 @@ pub enum Diagnostic {
     RnrNoRecvPosted,
     /// An inbound RDMA READ/WRITE/atomic failed its rkey check (NAK, remote access error).
     RemoteAccess(KeyFault),
+    /// An inbound RDMA READ/WRITE/atomic on a QP whose `qp_access_flags` lack the flag it needs
+    /// (NAK invalid request).
+    QpAccessNotEnabled {
+        /// The missing flag, e.g. `IBV_ACCESS_REMOTE_WRITE`.
+        flag: &'static str,
+    },
     /// A local SGE failed its lkey check (IBV_WC_LOC_PROT_ERR).
     LocalProtection(KeyFault),
     /// A verb was used on a QP in a state that does not allow it.
@@ -64,6 +70,7 @@ impl Diagnostic {
             Diagnostic::RemoteAccess(KeyFault::WrongPd) => "diag_rkey_wrong_pd",
             Diagnostic::RemoteAccess(KeyFault::NoPermission) => "diag_remote_no_permission",
             Diagnostic::RemoteAccess(KeyFault::OutOfBounds) => "diag_remote_out_of_bounds",
+            Diagnostic::QpAccessNotEnabled { .. } => "diag_qp_access",
             Diagnostic::LocalProtection(KeyFault::Unknown | KeyFault::Stale) => "diag_bad_lkey",
             Diagnostic::LocalProtection(KeyFault::WrongPd) => "diag_lkey_wrong_pd",
             Diagnostic::LocalProtection(KeyFault::NoPermission) => "diag_local_no_permission",
@@ -95,6 +102,11 @@ impl Diagnostic {
                 };
                 format!("an incoming RDMA READ/WRITE/atomic was refused {why} (NAK remote access error sent, QP moved to ERR). {fix}")
             }
+            Diagnostic::QpAccessNotEnabled { flag } => format!(
+                "an incoming RDMA READ/WRITE/atomic was refused because this QP's qp_access_flags \
+                 lack {flag} (NAK invalid request sent, QP moved to ERR). Set qp_access_flags \
+                 (IBV_QP_ACCESS_FLAGS) with {flag} when moving the QP to INIT"
+            ),
             Diagnostic::LocalProtection(f) => {
                 let why = match f {
                     KeyFault::Unknown | KeyFault::Stale => "an lkey that is not a live memory region of this device (wrong or deregistered)",
@@ -133,6 +145,7 @@ impl Diagnostic {
             Diagnostic::RemoteAccess(KeyFault::WrongPd) => &mut c.diag_rkey_wrong_pd,
             Diagnostic::RemoteAccess(KeyFault::NoPermission) => &mut c.diag_remote_no_permission,
             Diagnostic::RemoteAccess(KeyFault::OutOfBounds) => &mut c.diag_remote_out_of_bounds,
+            Diagnostic::QpAccessNotEnabled { .. } => &mut c.diag_qp_access,
             Diagnostic::LocalProtection(KeyFault::Unknown | KeyFault::Stale) => {
                 &mut c.diag_bad_lkey
             }

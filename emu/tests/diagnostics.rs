@@ -279,3 +279,30 @@ fn cq_overflow_once_per_qp() {
         .contains("a completion was lost because its CQ was full"));
     assert_eq!(p.nic_b().counters().diag_cq_overflow, 2);
 }
+
+#[test]
+fn qp_without_remote_write_access() {
+    let o = Opts {
+        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        ..Default::default()
+    };
+    let mut p = Pair::new(79, LinkConfig::default(), o);
+    let rkey = p.b.mr.rkey;
+    write(&mut p, 1, IOVA, rkey, 16);
+    assert_eq!(p.scq_a()[0].status, WcStatus::RemInvReqErr);
+    let bq = p.b.qpn;
+    let d = drain(p.nic_b());
+    let flag = "IBV_ACCESS_REMOTE_WRITE";
+    assert_eq!(d, vec![(bq, Diagnostic::QpAccessNotEnabled { flag })]);
+    assert_eq!(
+        d[0].1.message(bq),
+        format!(
+            "QP {bq:#x}: an incoming RDMA READ/WRITE/atomic was refused because this QP's \
+             qp_access_flags lack IBV_ACCESS_REMOTE_WRITE (NAK invalid request sent, QP moved to \
+             ERR). Set qp_access_flags (IBV_QP_ACCESS_FLAGS) with IBV_ACCESS_REMOTE_WRITE when \
+             moving the QP to INIT."
+        )
+    );
+    assert_eq!(p.nic_b().counters().diag_qp_access, 1);
+    assert!(drain(p.nic_a()).is_empty());
+}

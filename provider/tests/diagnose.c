@@ -180,6 +180,27 @@ int main(void)
 			;
 	}
 
+	/* 6b. Without permission on the QP: an atomic to a QP whose qp_access_flags (set by to_rts)
+	 * lack IBV_ACCESS_REMOTE_ATOMIC. */
+	s = new_qp(pd, cq, 1);
+	d = new_qp(pd, cq, 1);
+	r = to_rts(s, &gid, d->qp_num) | to_rts(d, &gid, s->qp_num);
+	struct ibv_sge as = {.addr = (uintptr_t)buf, .length = 8, .lkey = mr->lkey};
+	memset(&wr, 0, sizeof wr);
+	wr.sg_list = &as;
+	wr.num_sge = 1;
+	wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+	wr.wr.atomic.remote_addr = (uintptr_t)buf + 4096;
+	wr.wr.atomic.rkey = mr->rkey;
+	wr.wr.atomic.compare_add = 1;
+	r |= ibv_post_send(s, &wr, &bad);
+	n = wait_wc(cq, &wc);
+	CHECK("atomic on a QP without REMOTE_ATOMIC -> IBV_WC_REM_INV_REQ_ERR", r == 0 && n == 1 && wc.status == IBV_WC_REM_INV_REQ_ERR,
+	      "ret %d n %d status %d", r, n, wc.status);
+	printf("QPN qp_access %u\n", d->qp_num);
+	while (ibv_poll_cq(cq, 1, &wc) > 0)
+		;
+
 	/* 7. Objects from different PDs: an SGE with the lkey of another PD's MR (the sender is
 	 * warned). */
 	s = new_qp(pd, cq, 1);

@@ -63,6 +63,14 @@ const EXPECTED: &[(&str, &str, &str)] = &[
         "diag_remote_no_permission 1",
     ),
     (
+        "qp_access",
+        "an incoming RDMA READ/WRITE/atomic was refused because this QP's qp_access_flags lack \
+         IBV_ACCESS_REMOTE_ATOMIC (NAK invalid request sent, QP moved to ERR). Set \
+         qp_access_flags (IBV_QP_ACCESS_FLAGS) with IBV_ACCESS_REMOTE_ATOMIC when moving the QP \
+         to INIT.",
+        "diag_qp_access 1",
+    ),
+    (
         "wrong_pd",
         "a work request's scatter/gather entry uses the lkey of a memory region in another \
          protection domain than this QP (IBV_WC_LOC_PROT_ERR, QP moved to ERR). Register the \

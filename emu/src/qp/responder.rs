@@ -610,6 +610,28 @@ impl Qp {
                     ctx.ctr.req_dropped += 1;
                 }
             }
+            RespErr::Unsupported if rc => {
+                let flags = r.bth.opcode.flags();
+                let acc = self.attr.qp_access_flags;
+                let flag = if flags.contains(OpFlags::READ)
+                    && !acc.contains(AccessFlags::REMOTE_READ)
+                {
+                    Some("IBV_ACCESS_REMOTE_READ")
+                } else if flags.contains(OpFlags::WRITE) && !acc.contains(AccessFlags::REMOTE_WRITE)
+                {
+                    Some("IBV_ACCESS_REMOTE_WRITE")
+                } else if flags.contains(OpFlags::ATOMIC)
+                    && !acc.contains(AccessFlags::REMOTE_ATOMIC)
+                {
+                    Some("IBV_ACCESS_REMOTE_ATOMIC")
+                } else {
+                    None
+                };
+                if let Some(flag) = flag {
+                    ctx.diag(self.qpn, Diagnostic::QpAccessNotEnabled { flag });
+                }
+                class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
+            }
             RespErr::MissingFirst
             | RespErr::MissingLastC
             | RespErr::Unsupported
