@@ -159,7 +159,7 @@ impl Diagnostic {
     }
 }
 
-/// Most diagnostics kept undrained (older ones are dropped; they were counted).
+/// Most diagnostics kept undrained (further ones are not queued; they are still counted).
 const MAX_PENDING: usize = 64;
 
 /// Pending diagnostics, deduplicated per (QP, cause).
