@@ -74,37 +74,81 @@ fn side(net: &mut SimNet, ip: &str) -> (usize, Side) {
     let scq = n.create_cq(4096).unwrap();
     let rcq = n.create_cq(4096).unwrap();
     let mem = VecMemory::new(1 << 20);
-    let mr = n.reg_mr(pd, Arc::new(mem), IOVA, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ).unwrap();
+    let mr = n
+        .reg_mr(
+            pd,
+            Arc::new(mem),
+            IOVA,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        )
+        .unwrap();
     let init = QpInitAttr {
         send_cq: scq,
         recv_cq: rcq,
         srq: None,
-        cap: QpCap { max_send_wr: 256, max_recv_wr: 256, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 },
+        cap: QpCap {
+            max_send_wr: 256,
+            max_recv_wr: 256,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
         qp_type: QpType::Rc,
         sq_sig_all: false,
     };
     let qpn = n.create_qp(pd, &init).unwrap();
-    (i, Side { qpn, scq, rcq, lkey: mr.lkey, rkey: mr.rkey })
+    (
+        i,
+        Side {
+            qpn,
+            scq,
+            rcq,
+            lkey: mr.lkey,
+            rkey: mr.rkey,
+        },
+    )
 }
 
 fn connect(n: &mut Nic, me: u32, peer: u32, peer_ip: &str) {
     use QpAttrMask as M;
     let acc = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
-    let mut a = QpAttr { qp_state: QpState::Init, port_num: 1, qp_access_flags: acc, ..Default::default() };
-    n.modify_qp(me, &a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS).unwrap();
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qp_access_flags: acc,
+        ..Default::default()
+    };
+    n.modify_qp(me, &a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS)
+        .unwrap();
     a.qp_state = QpState::Rtr;
     a.ah_attr = AhAttr::to_ip(peer_ip.parse().unwrap());
     a.path_mtu = Mtu::Mtu4096;
     a.dest_qp_num = peer;
     a.max_dest_rd_atomic = 16;
     a.min_rnr_timer = 12;
-    n.modify_qp(me, &a, M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER).unwrap();
+    n.modify_qp(
+        me,
+        &a,
+        M::STATE
+            | M::AV
+            | M::PATH_MTU
+            | M::DEST_QPN
+            | M::RQ_PSN
+            | M::MAX_DEST_RD_ATOMIC
+            | M::MIN_RNR_TIMER,
+    )
+    .unwrap();
     a.qp_state = QpState::Rts;
     a.timeout = 14;
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 16;
-    n.modify_qp(me, &a, M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC).unwrap();
+    n.modify_qp(
+        me,
+        &a,
+        M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
+    )
+    .unwrap();
 }
 
 struct Rig {
@@ -154,11 +198,31 @@ fn round(r: &mut Rig, op: WrOpcode, len: u32, wc: &mut [WorkCompletion]) -> u64 
     for i in 0..DEPTH {
         let off = (i as u64 % 64) * 8192;
         if op == WrOpcode::Send {
-            let sg = [Sge { addr: IOVA + off, length: len, lkey: r.b.lkey }];
-            r.net.nics[1].post_recv(r.b.qpn, &RecvWr { wr_id: i as u64, sg_list: &sg }).unwrap();
+            let sg = [Sge {
+                addr: IOVA + off,
+                length: len,
+                lkey: r.b.lkey,
+            }];
+            r.net.nics[1]
+                .post_recv(
+                    r.b.qpn,
+                    &RecvWr {
+                        wr_id: i as u64,
+                        sg_list: &sg,
+                    },
+                )
+                .unwrap();
         }
-        let sg = [Sge { addr: IOVA + off, length: len, lkey: r.a.lkey }];
-        let flags = if i == DEPTH - 1 { SendFlags::SIGNALED } else { SendFlags::EMPTY };
+        let sg = [Sge {
+            addr: IOVA + off,
+            length: len,
+            lkey: r.a.lkey,
+        }];
+        let flags = if i == DEPTH - 1 {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::EMPTY
+        };
         let wr = SendWr {
             wr_id: i as u64,
             sg_list: &sg,
@@ -197,7 +261,13 @@ struct Slice {
 }
 
 /// Runs the engine on a warmed-up rig for `secs`.
-fn engine_slice(r: &mut Rig, op: WrOpcode, len: u32, secs: f64, wc: &mut [WorkCompletion]) -> Slice {
+fn engine_slice(
+    r: &mut Rig,
+    op: WrOpcode,
+    len: u32,
+    secs: f64,
+    wc: &mut [WorkCompletion],
+) -> Slice {
     let d0 = r.net.stats.delivered;
     ALLOCS.store(0, Ordering::Relaxed);
     COUNT.store(true, Ordering::Relaxed);
@@ -211,7 +281,12 @@ fn engine_slice(r: &mut Rig, op: WrOpcode, len: u32, secs: f64, wc: &mut [WorkCo
     let el = t0.elapsed().as_secs_f64();
     COUNT.store(false, Ordering::Relaxed);
     let all = r.net.stats.delivered - d0;
-    Slice { data_pps: data as f64 / el, all_pps: all as f64 / el, allocs: ALLOCS.load(Ordering::Relaxed), pkts: all }
+    Slice {
+        data_pps: data as f64 / el,
+        all_pps: all as f64 / el,
+        allocs: ALLOCS.load(Ordering::Relaxed),
+        pkts: all,
+    }
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -237,7 +312,11 @@ struct Baseline {
 impl Baseline {
     fn new(op: WrOpcode, len: usize) -> Baseline {
         // WRITE ONLY carries a RETH (28 header bytes), SEND ONLY only the BTH (12)
-        let (hdr, opcode) = if op == WrOpcode::Send { (12, 0x04) } else { (28, 0x0A) };
+        let (hdr, opcode) = if op == WrOpcode::Send {
+            (12, 0x04)
+        } else {
+            (28, 0x0A)
+        };
         let mut pkt = vec![0u8; hdr + len + 4];
         pkt[0] = opcode;
         let mut ack = [0u8; 20];
@@ -253,7 +332,16 @@ impl Baseline {
             ipv4_id: 0,
             len: 0,
         };
-        Baseline { src: vec![0x5A; 1 << 20], dst: vec![0; 1 << 20], pkt, ack, hdr, len, t, i: 0 }
+        Baseline {
+            src: vec![0x5A; 1 << 20],
+            dst: vec![0; 1 << 20],
+            pkt,
+            ack,
+            hdr,
+            len,
+            t,
+            i: 0,
+        }
     }
     #[inline(never)]
     fn data(&mut self) {
@@ -302,7 +390,13 @@ impl Baseline {
 /// A fixed number of rounds on a warmed-up rig, for `valgrind --tool=callgrind
 /// --toggle-collect=*profile_rounds*` (instruction counts are repeatable; wall clock is not).
 #[inline(never)]
-fn profile_rounds(r: &mut Rig, op: WrOpcode, len: u32, rounds: u32, wc: &mut [WorkCompletion]) -> u64 {
+fn profile_rounds(
+    r: &mut Rig,
+    op: WrOpcode,
+    len: u32,
+    rounds: u32,
+    wc: &mut [WorkCompletion],
+) -> u64 {
     let mut data = 0;
     for _ in 0..rounds {
         data += round(r, op, len, wc);
@@ -315,16 +409,27 @@ fn profile_rounds(r: &mut Rig, op: WrOpcode, len: u32, rounds: u32, wc: &mut [Wo
 fn profile(mode: &str) {
     if let Some(what) = mode.strip_prefix("baseline-") {
         // one ACK per data packet, as over SimNet
-        let op = if what == "send" { WrOpcode::Send } else { WrOpcode::RdmaWrite };
+        let op = if what == "send" {
+            WrOpcode::Send
+        } else {
+            WrOpcode::RdmaWrite
+        };
         let mut b = Baseline::new(op, if what == "send" { 64 } else { 4096 });
         b.run_mix(64, 1.0);
         let n = profile_baseline(&mut b, 12_800, 1.0);
         println!("profile {mode}: 12800 data packets + 12800 ACKs = {n} baseline packets");
         return;
     }
-    let rounds: u32 = std::env::var("ROCE_BENCH_ROUNDS").ok().and_then(|v| v.parse().ok()).unwrap_or(100);
+    let rounds: u32 = std::env::var("ROCE_BENCH_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100);
     let wired = mode.ends_with("-wired");
-    let (op, len) = if mode.starts_with("send") { (WrOpcode::Send, 64) } else { (WrOpcode::RdmaWrite, 4096) };
+    let (op, len) = if mode.starts_with("send") {
+        (WrOpcode::Send, 64)
+    } else {
+        (WrOpcode::RdmaWrite, 4096)
+    };
     DIRECT.store(wired, Ordering::Relaxed);
     let mut wc = vec![WorkCompletion::default(); 256];
     let mut r = rig();
@@ -332,13 +437,19 @@ fn profile(mode: &str) {
         round(&mut r, op, len, &mut wc);
     }
     let d0 = r.net.stats.delivered;
-    let (s0, s1) = (r.net.nics[0].counters().sent_pkts, r.net.nics[1].counters().sent_pkts);
+    let (s0, s1) = (
+        r.net.nics[0].counters().sent_pkts,
+        r.net.nics[1].counters().sent_pkts,
+    );
     ALLOCS.store(0, Ordering::Relaxed);
     COUNT.store(true, Ordering::Relaxed);
     let data = profile_rounds(&mut r, op, len, rounds, &mut wc);
     COUNT.store(false, Ordering::Relaxed);
     let all = r.net.stats.delivered - d0;
-    let (a, b) = (r.net.nics[0].counters().sent_pkts - s0, r.net.nics[1].counters().sent_pkts - s1);
+    let (a, b) = (
+        r.net.nics[0].counters().sent_pkts - s0,
+        r.net.nics[1].counters().sent_pkts - s1,
+    );
     println!(
         "profile {mode}: {rounds} rounds, {data} data packets, {all} packets delivered (A sent {a}, B sent {b}), {} allocations",
         ALLOCS.load(Ordering::Relaxed)
@@ -355,7 +466,10 @@ fn main() {
         profile(&mode);
         return;
     }
-    let secs: f64 = std::env::var("ROCE_BENCH_SECS").ok().and_then(|v| v.parse().ok()).unwrap_or(2.0);
+    let secs: f64 = std::env::var("ROCE_BENCH_SECS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2.0);
     println!("roce-emu engine benchmark (one thread = one core; both NICs and the zero-latency sim net on it)");
     println!("a packet = one datagram transmitted by one NIC and received by the other (data A->B, ACKs B->A);");
     println!("the baseline does only copy-in + ICRC + ICRC verify + copy-out per data packet and ICRC + verify");
@@ -366,7 +480,10 @@ fn main() {
     // load change hits both sides of a ratio. Report medians over the slices.
     let slices = 15;
     let t = secs / slices as f64 / 5.0;
-    for (name, op, len) in [("RDMA WRITE 4 KiB", WrOpcode::RdmaWrite, 4096u32), ("SEND 64 B", WrOpcode::Send, 64)] {
+    for (name, op, len) in [
+        ("RDMA WRITE 4 KiB", WrOpcode::RdmaWrite, 4096u32),
+        ("SEND 64 B", WrOpcode::Send, 64),
+    ] {
         if only == "write" && op != WrOpcode::RdmaWrite || only == "send" && op != WrOpcode::Send {
             continue;
         }
@@ -379,7 +496,8 @@ fn main() {
             DIRECT.store(false, Ordering::Relaxed);
         }
         let mut base = Baseline::new(op, len as usize);
-        let (mut es, mut ew, mut all, mut allw, mut bd, mut bs, mut bw) = (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
+        let (mut es, mut ew, mut all, mut allw, mut bd, mut bs, mut bw) =
+            (vec![], vec![], vec![], vec![], vec![], vec![], vec![]);
         let (mut rs, mut rw, mut rd) = (vec![], vec![], vec![]);
         let (mut allocs, mut pkts) = (0u64, 0u64);
         let (mut acks_sim, mut acks_wired) = (0.0, 0.0);
@@ -393,7 +511,15 @@ fn main() {
             // ACKs per data packet in each engine run: the baseline processes the same mix
             acks_sim = e.all_pps / e.data_pps - 1.0;
             acks_wired = w.all_pps / w.data_pps - 1.0;
-            let (xd, xs, xw) = if nobase { (1.0, 1.0, 1.0) } else { (base.pps(t, 0.0), base.pps(t, acks_sim), base.pps(t, acks_wired)) };
+            let (xd, xs, xw) = if nobase {
+                (1.0, 1.0, 1.0)
+            } else {
+                (
+                    base.pps(t, 0.0),
+                    base.pps(t, acks_sim),
+                    base.pps(t, acks_wired),
+                )
+            };
             rs.push(e.all_pps / xs);
             rw.push(w.all_pps / xw);
             rd.push(e.data_pps / xd);
@@ -414,24 +540,34 @@ fn main() {
             median(&mut es) * len as f64 * 8e-9
         );
         println!("  baseline, same mix  {:>10.0} pkts/s", median(&mut bs));
-        println!("  ratio SimNet engine / baseline over the same packets = {:.2}   (target >= 0.60)", median(&mut rs));
+        println!(
+            "  ratio SimNet engine / baseline over the same packets = {:.2}   (target >= 0.60)",
+            median(&mut rs)
+        );
         println!(
             "  engine, NICs wired  {:>10.0} pkts/s = data + ACKs ({:.3} ACKs per data packet: no scheduler, ACKs queued behind a burst coalesce)",
             median(&mut allw),
             acks_wired
         );
         println!("  baseline, same mix  {:>10.0} pkts/s", median(&mut bw));
-        println!("  ratio wired engine  / baseline over the same packets = {:.2}", median(&mut rw));
+        println!(
+            "  ratio wired engine  / baseline over the same packets = {:.2}",
+            median(&mut rw)
+        );
         println!(
             "  (data packets only: SimNet engine {:.0} data pkts/s / baseline without ACKs {:.0} pkts/s = {:.2}; ACK work counted against the engine)",
             median(&mut es),
             median(&mut bd),
             median(&mut rd)
         );
-        println!("  heap allocations in the measured loops: {allocs} for {pkts} packets (target 0)\n");
+        println!(
+            "  heap allocations in the measured loops: {allocs} for {pkts} packets (target 0)\n"
+        );
     }
     let r = rig();
     let (state, queues) = r.net.nics[0].qp_memory(r.a.qpn).unwrap();
     println!("per-QP memory: {state} bytes of state + {queues} bytes of queue storage");
-    println!("  (queues for max_send_wr=256, max_recv_wr=256, 1 SGE, no inline, max_dest_rd_atomic=16)");
+    println!(
+        "  (queues for max_send_wr=256, max_recv_wr=256, 1 SGE, no inline, max_dest_rd_atomic=16)"
+    );
 }

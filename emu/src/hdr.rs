@@ -7,7 +7,8 @@ use roce_wire::opcode::{OpFlags, OpInfo};
 use roce_wire::transport::{Packet, Repr};
 use roce_wire::{atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, reth, Psn, ICRC_LEN};
 
-const SLOW: OpFlags = OpFlags(OpFlags::RDETH.0 | OpFlags::XRCETH.0 | OpFlags::FETH.0 | OpFlags::CNP.0);
+const SLOW: OpFlags =
+    OpFlags(OpFlags::RDETH.0 | OpFlags::XRCETH.0 | OpFlags::FETH.0 | OpFlags::CNP.0);
 
 #[inline(always)]
 fn be16(b: &[u8], at: usize) -> u16 {
@@ -38,7 +39,11 @@ pub(crate) fn parse(p: &Packet<&[u8]>, info: &'static OpInfo) -> roce_wire::Resu
 /// [`parse`] into `r` (every field overwritten; on error `r` is unspecified): no `Repr` is
 /// built and moved per packet.
 #[inline(always)]
-pub(crate) fn parse_into(p: &Packet<&[u8]>, info: &'static OpInfo, r: &mut Repr) -> roce_wire::Result<()> {
+pub(crate) fn parse_into(
+    p: &Packet<&[u8]>,
+    info: &'static OpInfo,
+    r: &mut Repr,
+) -> roce_wire::Result<()> {
     let f = info.flags;
     if f.intersects(SLOW) || !info.is_known() {
         *r = Repr::parse(p)?;
@@ -87,41 +92,65 @@ pub(crate) fn parse_into(p: &Packet<&[u8]>, info: &'static OpInfo, r: &mut Repr)
     let mut at = bth::HEADER_LEN;
     r.deth = if f.contains(OpFlags::DETH) {
         at += 8;
-        Some(deth::Repr { qkey: be32(b, at - 8), resv: b[at - 4], src_qp: be24(b, at - 3) })
+        Some(deth::Repr {
+            qkey: be32(b, at - 8),
+            resv: b[at - 4],
+            src_qp: be24(b, at - 3),
+        })
     } else {
         None
     };
     r.reth = if f.contains(OpFlags::RETH) {
         at += 16;
-        Some(reth::Repr { va: be64(b, at - 16), rkey: be32(b, at - 8), dma_len: be32(b, at - 4) })
+        Some(reth::Repr {
+            va: be64(b, at - 16),
+            rkey: be32(b, at - 8),
+            dma_len: be32(b, at - 4),
+        })
     } else {
         None
     };
     r.atomic_eth = if f.contains(OpFlags::ATMETH) {
         at += 28;
-        Some(atomic_eth::Repr { va: be64(b, at - 28), rkey: be32(b, at - 20), swap_add: be64(b, at - 16), compare: be64(b, at - 8) })
+        Some(atomic_eth::Repr {
+            va: be64(b, at - 28),
+            rkey: be32(b, at - 20),
+            swap_add: be64(b, at - 16),
+            compare: be64(b, at - 8),
+        })
     } else {
         None
     };
     r.aeth = if f.contains(OpFlags::AETH) {
         at += 4;
-        Some(aeth::Repr { syndrome: Syndrome::from_byte(b[at - 4]), msn: be24(b, at - 3) })
+        Some(aeth::Repr {
+            syndrome: Syndrome::from_byte(b[at - 4]),
+            msn: be24(b, at - 3),
+        })
     } else {
         None
     };
     r.atomic_ack_eth = if f.contains(OpFlags::ATMACK) {
         at += 8;
-        Some(atomic_ack_eth::Repr { orig: be64(b, at - 8) })
+        Some(atomic_ack_eth::Repr {
+            orig: be64(b, at - 8),
+        })
     } else {
         None
     };
     r.immdt = if f.contains(OpFlags::IMMDT) {
         at += 4;
-        Some(immdt::Repr { imm: be32(b, at - 4) })
+        Some(immdt::Repr {
+            imm: be32(b, at - 4),
+        })
     } else {
         None
     };
-    r.ieth = if f.contains(OpFlags::IETH) { Some(ieth::Repr { rkey: be32(b, at) }) } else { None };
+    r.ieth = if f.contains(OpFlags::IETH) {
+        Some(ieth::Repr { rkey: be32(b, at) })
+    } else {
+        None
+    };
     Ok(())
 }
 
@@ -173,7 +202,10 @@ pub(crate) fn emit(r: &Repr, buf: &mut [u8]) -> Option<usize> {
         at += 28;
     }
     if f.contains(OpFlags::AETH) {
-        let x = r.aeth.unwrap_or(aeth::Repr { syndrome: Syndrome::ACK, msn: 0 });
+        let x = r.aeth.unwrap_or(aeth::Repr {
+            syndrome: Syndrome::ACK,
+            msn: 0,
+        });
         b[at] = x.syndrome.to_byte();
         b[at + 1..at + 4].copy_from_slice(&(x.msn & 0xFF_FFFF).to_be_bytes()[1..]);
         at += 4;
@@ -198,7 +230,13 @@ pub(crate) fn emit(r: &Repr, buf: &mut [u8]) -> Option<usize> {
 /// An RC ACKNOWLEDGE (BTH + AETH): exactly what emitting `Repr::new(bth::Repr::new(
 /// RC_ACKNOWLEDGE, dest_qp, psn))` with `aeth = (Syndrome::from_byte(syndrome), msn)` writes.
 #[inline]
-pub(crate) fn emit_ack(buf: &mut [u8], dest_qp: u32, psn: Psn, syndrome: u8, msn: u32) -> Option<usize> {
+pub(crate) fn emit_ack(
+    buf: &mut [u8],
+    dest_qp: u32,
+    psn: Psn,
+    syndrome: u8,
+    msn: u32,
+) -> Option<usize> {
     const LEN: usize = bth::HEADER_LEN + 4 + ICRC_LEN;
     let b = buf.get_mut(..LEN)?;
     b[0] = roce_wire::Opcode::RC_ACKNOWLEDGE.0;
@@ -224,8 +262,15 @@ mod test {
         for i in 0..20_000u32 {
             let (dqp, psn, msn): (u32, u32, u32) = (rng.gen(), rng.gen(), rng.gen());
             let syn = (i & 0xFF) as u8;
-            let mut r = Repr::new(bth::Repr::new(roce_wire::Opcode::RC_ACKNOWLEDGE, dqp, Psn::new(psn)));
-            r.aeth = Some(aeth::Repr { syndrome: Syndrome::from_byte(syn), msn });
+            let mut r = Repr::new(bth::Repr::new(
+                roce_wire::Opcode::RC_ACKNOWLEDGE,
+                dqp,
+                Psn::new(psn),
+            ));
+            r.aeth = Some(aeth::Repr {
+                syndrome: Syndrome::from_byte(syn),
+                msn,
+            });
             let mut x = [0xA5u8; 24];
             let mut y = x;
             assert_eq!(emit(&r, &mut x), Some(20));
@@ -242,7 +287,10 @@ mod test {
         let mut rng = rand::rngs::SmallRng::seed_from_u64(3);
         let mut last = Repr::new(bth::Repr::new(roce_wire::Opcode(0), 0, Psn::new(0)));
         last.cnp_reserved = Some([7; 16]);
-        last.rdeth = Some(roce_wire::rdeth::Repr { resv: 1, ee_context: 2 });
+        last.rdeth = Some(roce_wire::rdeth::Repr {
+            resv: 1,
+            ee_context: 2,
+        });
         last.xrceth = Some(3);
         last.feth = Some(4);
         for i in 0..200_000u32 {
@@ -260,7 +308,9 @@ mod test {
             if rng.gen_bool(0.7) {
                 b[1] &= 0xF0; // mostly TVer 0
             }
-            let Ok(p) = Packet::new_checked(&b[..]) else { continue };
+            let Ok(p) = Packet::new_checked(&b[..]) else {
+                continue;
+            };
             let want = Repr::parse(&p);
             let got = parse(&p, info);
             // into the Repr of an earlier packet: every field overwritten

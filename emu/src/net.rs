@@ -117,7 +117,10 @@ pub(crate) fn pseudo_headers<'a>(
             ip[16..20].copy_from_slice(&d.octets());
             put_udp(&mut hdr[20..28], sport, udp_len);
             let (ip, rest) = hdr.split_at(20);
-            Some(Network::Ipv4 { ip, udp: &rest[..8] })
+            Some(Network::Ipv4 {
+                ip,
+                udp: &rest[..8],
+            })
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             let ip = &mut hdr[..40];
@@ -249,13 +252,19 @@ mod test {
         // hash_32(1, 14) = (0x61C88647 >> 18)
         assert_eq!(hash_32(1, 14), 0x61C8_8647 >> 18);
         assert_eq!(rxe_udp_sport(0x11) & 0xC000, 0xC000);
-        assert_eq!(rxe_udp_sport(0x11), 0xC000 | ((0x11u32.wrapping_mul(0x61C8_8647) >> 18) & 0x3fff) as u16);
+        assert_eq!(
+            rxe_udp_sport(0x11),
+            0xC000 | ((0x11u32.wrapping_mul(0x61C8_8647) >> 18) & 0x3fff) as u16
+        );
     }
 
     #[test]
     fn icrc_roundtrip_through_pseudo_headers() {
         // spec-notes B.3 #4: RC ACK 192.168.1.10 -> 192.168.1.20, sport 0xd00d, ID 0, DF
-        let mut t = [0x11, 0x00, 0xff, 0xff, 0x80, 0x00, 0x00, 0x12, 0x00, 0x00, 0x01, 0x00, 0x1f, 0x00, 0x00, 0x01, 0, 0, 0, 0];
+        let mut t = [
+            0x11, 0x00, 0xff, 0xff, 0x80, 0x00, 0x00, 0x12, 0x00, 0x00, 0x01, 0x00, 0x1f, 0x00,
+            0x00, 0x01, 0, 0, 0, 0,
+        ];
         let tx = Transmit {
             src_ip: "192.168.1.10".parse().unwrap(),
             dst_ip: "192.168.1.20".parse().unwrap(),
@@ -269,7 +278,15 @@ mod test {
         };
         assert!(fill_icrc(&tx, &mut t));
         assert_eq!(&t[16..], &[0xab, 0xe1, 0xf3, 0xb6]);
-        let m = RxMeta { src_ip: tx.src_ip, dst_ip: tx.dst_ip, src_port: 0xd00d, ipv4_id: Some(0), tos: 0, ttl: 1, flow_label: 0 };
+        let m = RxMeta {
+            src_ip: tx.src_ip,
+            dst_ip: tx.dst_ip,
+            src_port: 0xd00d,
+            ipv4_id: Some(0),
+            tos: 0,
+            ttl: 1,
+            flow_label: 0,
+        };
         assert!(verify_icrc(&m, 0, &t));
         assert!(!verify_icrc(&m, 1, &t));
     }
@@ -278,16 +295,36 @@ mod test {
     fn fast_icrc_matches_roce_wire_over_pseudo_headers() {
         use rand::{Rng, SeedableRng};
         let mut rng = rand::rngs::SmallRng::seed_from_u64(7);
-        let v4: [IpAddr; 2] = ["10.1.2.3".parse().unwrap(), "192.168.200.7".parse().unwrap()];
-        let v6: [IpAddr; 2] = ["fe80::1:2:3:4".parse().unwrap(), "2001:db8::77".parse().unwrap()];
+        let v4: [IpAddr; 2] = [
+            "10.1.2.3".parse().unwrap(),
+            "192.168.200.7".parse().unwrap(),
+        ];
+        let v6: [IpAddr; 2] = [
+            "fe80::1:2:3:4".parse().unwrap(),
+            "2001:db8::77".parse().unwrap(),
+        ];
         for i in 0..2000 {
-            let (s, d) = if i % 2 == 0 { (v4[0], v4[1]) } else { (v6[1], v6[0]) };
+            let (s, d) = if i % 2 == 0 {
+                (v4[0], v4[1])
+            } else {
+                (v6[1], v6[0])
+            };
             let len = 12 + rng.gen_range(0..300usize);
             let body: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-            let (sport, id, tos, ttl, fl) = (rng.gen(), rng.gen(), rng.gen(), rng.gen(), rng.gen::<u32>() & 0xF_FFFF);
+            let (sport, id, tos, ttl, fl) = (
+                rng.gen(),
+                rng.gen(),
+                rng.gen(),
+                rng.gen(),
+                rng.gen::<u32>() & 0xF_FFFF,
+            );
             let mut hdr = [0u8; 48];
             let net = pseudo_headers(&mut hdr, s, d, sport, tos, ttl, fl, id, len + 4).unwrap();
-            assert_eq!(icrc(s, d, sport, id, &body), Some(roce_wire::icrc::compute(net, &body).unwrap()), "case {i}");
+            assert_eq!(
+                icrc(s, d, sport, id, &body),
+                Some(roce_wire::icrc::compute(net, &body).unwrap()),
+                "case {i}"
+            );
         }
         assert_eq!(icrc(v4[0], v6[0], 1, 0, &[0; 12]), None);
         assert_eq!(icrc(v4[0], v4[1], 1, 0, &[0; 11]), None);

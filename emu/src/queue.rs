@@ -151,7 +151,11 @@ impl RecvQueue {
         }
         let s = self.slot(self.tail);
         self.sges[s * self.max_sge..s * self.max_sge + sges.len()].copy_from_slice(sges);
-        self.wqes[s] = RecvWqe { wr_id, num_sge: sges.len() as u16, length: crate::mem::sge_total(sges) };
+        self.wqes[s] = RecvWqe {
+            wr_id,
+            num_sge: sges.len() as u16,
+            length: crate::mem::sge_total(sges),
+        };
         self.tail = self.tail.wrapping_add(1);
         true
     }
@@ -161,7 +165,10 @@ impl RecvQueue {
         }
         let s = self.slot(self.head);
         let w = &self.wqes[s];
-        Some((w, &self.sges[s * self.max_sge..s * self.max_sge + w.num_sge as usize]))
+        Some((
+            w,
+            &self.sges[s * self.max_sge..s * self.max_sge + w.num_sge as usize],
+        ))
     }
     pub fn pop(&mut self) {
         if self.len() > 0 {
@@ -186,7 +193,13 @@ pub(crate) struct CqState {
 
 impl CqState {
     pub fn new(cap: u32) -> CqState {
-        CqState { cap: cap as usize, q: VecDeque::with_capacity(cap as usize), armed: None, overflowed: false, users: 0 }
+        CqState {
+            cap: cap as usize,
+            q: VecDeque::with_capacity(cap as usize),
+            armed: None,
+            overflowed: false,
+            users: 0,
+        }
     }
 }
 

@@ -206,7 +206,10 @@ impl WrOpcode {
     }
     /// SEND family.
     pub fn is_send(self) -> bool {
-        matches!(self, WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv)
+        matches!(
+            self,
+            WrOpcode::Send | WrOpcode::SendWithImm | WrOpcode::SendWithInv
+        )
     }
     /// RDMA WRITE family.
     pub fn is_write(self) -> bool {
@@ -214,7 +217,10 @@ impl WrOpcode {
     }
     /// Atomics.
     pub fn is_atomic(self) -> bool {
-        matches!(self, WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd)
+        matches!(
+            self,
+            WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
+        )
     }
     /// READ or atomic (takes an initiator depth credit).
     pub fn is_rd_atomic(self) -> bool {

@@ -11,13 +11,35 @@ fn s(name: &str) -> String {
 
 type Summary = Vec<(usize, String, u32, bool, Option<u8>, usize)>;
 
-fn write_error_case(seed: u64, rkey_of: impl Fn(&Pair) -> u32, remote_off: u64, len: u32, opcode: WrOpcode) -> (Pair, Summary) {
+fn write_error_case(
+    seed: u64,
+    rkey_of: impl Fn(&Pair) -> u32,
+    remote_off: u64,
+    len: u32,
+    opcode: WrOpcode,
+) -> (Pair, Summary) {
     let mut p = Pair::new(seed, LinkConfig::default(), Opts::default());
     p.net.start_capture();
     let rkey = rkey_of(&p);
     let sg = [sge(&p.a, 0, len)];
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + remote_off, rkey, ..Default::default() });
-    p.post_a(SendWr { wr_id: 2, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey: p.b.mr.rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + remote_off,
+        rkey,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 2,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA,
+        rkey: p.b.mr.rkey,
+        ..Default::default()
+    });
     p.run(50);
     let c = summary(&p.net.take_capture());
     (p, c)
@@ -25,11 +47,23 @@ fn write_error_case(seed: u64, rkey_of: impl Fn(&Pair) -> u32, remote_off: u64, 
 
 #[test]
 fn bad_rkey_gets_nak_remote_access_and_rem_access_err() {
-    let (mut p, c) = write_error_case(11, |p| p.b.mr.rkey ^ 0x0100_0000, 0, 16, WrOpcode::RdmaWrite);
+    let (mut p, c) = write_error_case(
+        11,
+        |p| p.b.mr.rkey ^ 0x0100_0000,
+        0,
+        16,
+        WrOpcode::RdmaWrite,
+    );
     assert_eq!(c[0], (0, s("RDMA_WRITE_ONLY"), 0x100, true, None, 16));
-    assert!(c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)), "{c:?}");
+    assert!(
+        c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)),
+        "{c:?}"
+    );
     let wc = p.scq_a();
-    assert_eq!(wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]);
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RemAccessErr), (2, WcStatus::WrFlushErr)]
+    );
     assert_eq!(p.qp_a().qp_state, QpState::Err);
     assert_eq!(p.qp_b().qp_state, QpState::Err);
     assert_eq!(p.b.mem.load(0, 16), vec![0; 16]);
@@ -37,32 +71,67 @@ fn bad_rkey_gets_nak_remote_access_and_rem_access_err() {
 
 #[test]
 fn out_of_bounds_write_gets_nak_remote_access() {
-    let (mut p, c) = write_error_case(12, |p| p.b.mr.rkey, (MEM as u64) - 8, 16, WrOpcode::RdmaWrite);
-    assert!(c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)), "{c:?}");
+    let (mut p, c) = write_error_case(
+        12,
+        |p| p.b.mr.rkey,
+        (MEM as u64) - 8,
+        16,
+        WrOpcode::RdmaWrite,
+    );
+    assert!(
+        c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)),
+        "{c:?}"
+    );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemAccessErr);
     assert_eq!(p.b.mem.load(MEM - 8, 8), vec![0; 8]);
 }
 
 #[test]
 fn read_out_of_bounds_gets_nak_remote_access() {
-    let (mut p, c) = write_error_case(13, |p| p.b.mr.rkey, (MEM as u64) - 8, 16, WrOpcode::RdmaRead);
+    let (mut p, c) = write_error_case(
+        13,
+        |p| p.b.mr.rkey,
+        (MEM as u64) - 8,
+        16,
+        WrOpcode::RdmaRead,
+    );
     assert_eq!(c[0], (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0));
-    assert!(c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)), "{c:?}");
+    assert!(
+        c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)),
+        "{c:?}"
+    );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemAccessErr);
 }
 
 #[test]
 fn missing_qp_permission_gets_nak_invalid_request() {
     // B's QP allows no remote write: NAK 0x61, REM_INV_REQ_ERR
-    let o = Opts { access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ, ..Default::default() };
+    let o = Opts {
+        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_READ,
+        ..Default::default()
+    };
     let mut p = Pair::new(14, LinkConfig::default(), o);
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 16)];
     let rkey = p.b.mr.rkey;
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA,
+        rkey,
+        ..Default::default()
+    });
     p.run(50);
     let c = summary(&p.net.take_capture());
-    assert_eq!(c, vec![(0, s("RDMA_WRITE_ONLY"), 0x100, true, None, 16), (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x61), 0)]);
+    assert_eq!(
+        c,
+        vec![
+            (0, s("RDMA_WRITE_ONLY"), 0x100, true, None, 16),
+            (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x61), 0)
+        ]
+    );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemInvReqErr);
     assert_eq!(p.qp_b().qp_state, QpState::Err);
 }
@@ -73,10 +142,26 @@ fn missing_mr_permission_gets_nak_remote_access() {
     // a read-only MR on B
     let ro = VecMemory::new(4096);
     let pd = p.b.pd;
-    let mr = p.nic_b().reg_mr(pd, Arc::new(ro.clone()), 0x9000_0000, AccessFlags::REMOTE_READ).unwrap();
+    let mr = p
+        .nic_b()
+        .reg_mr(
+            pd,
+            Arc::new(ro.clone()),
+            0x9000_0000,
+            AccessFlags::REMOTE_READ,
+        )
+        .unwrap();
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 16)];
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: 0x9000_0000, rkey: mr.rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: 0x9000_0000,
+        rkey: mr.rkey,
+        ..Default::default()
+    });
     p.run(50);
     let c = summary(&p.net.take_capture());
     assert_eq!(c[1], (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0));
@@ -89,14 +174,38 @@ fn deregistered_rkey_never_works_again() {
     let mut p = Pair::new(16, LinkConfig::default(), Opts::default());
     let pd = p.b.pd;
     let m = VecMemory::new(64);
-    let mr = p.nic_b().reg_mr(pd, Arc::new(m.clone()), 0x7000, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let mr = p
+        .nic_b()
+        .reg_mr(
+            pd,
+            Arc::new(m.clone()),
+            0x7000,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
     p.nic_b().dereg_mr(mr).unwrap();
     // the slot is reused by the next registration, with a different key
-    let mr2 = p.nic_b().reg_mr(pd, Arc::new(m.clone()), 0x7000, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE).unwrap();
+    let mr2 = p
+        .nic_b()
+        .reg_mr(
+            pd,
+            Arc::new(m.clone()),
+            0x7000,
+            AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE,
+        )
+        .unwrap();
     assert_ne!(mr.rkey, mr2.rkey);
     assert_eq!(mr.rkey & 0xFFF, mr2.rkey & 0xFFF);
     let sg = [sge(&p.a, 0, 8)];
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: 0x7000, rkey: mr.rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: 0x7000,
+        rkey: mr.rkey,
+        ..Default::default()
+    });
     p.run(50);
     assert_eq!(p.scq_a()[0].status, WcStatus::RemAccessErr);
 }
@@ -107,21 +216,50 @@ fn misaligned_atomic_rejected_at_post_send() {
     let q = p.a.qpn;
     let rkey = p.b.mr.rkey;
     let sg = [sge(&p.a, 0, 8)];
-    let wr = SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::AtomicFetchAndAdd, remote_addr: IOVA + 4, rkey, ..Default::default() };
+    let wr = SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::AtomicFetchAndAdd,
+        remote_addr: IOVA + 4,
+        rkey,
+        ..Default::default()
+    };
     assert_eq!(p.nic_a().post_send(q, &wr), Err(Error::Invalid));
 }
 
 #[test]
 fn uc_message_with_a_gap_is_dropped_and_next_message_delivered() {
-    let o = Opts { qp_type: QpType::Uc, mtu: Mtu::Mtu256, ..Default::default() };
+    let o = Opts {
+        qp_type: QpType::Uc,
+        mtu: Mtu::Mtu256,
+        ..Default::default()
+    };
     let mut p = Pair::new(21, LinkConfig::default(), o);
     p.a.mem.store(0, &pattern(2048, 5));
     p.recv_b(1, 0, 4096);
     p.recv_b(2, 0x4000, 4096);
-    p.net.set_filter(|c| if c.repr.bth.psn.value() == 0x101 { Verdict::Drop } else { Verdict::Pass });
+    p.net.set_filter(|c| {
+        if c.repr.bth.psn.value() == 0x101 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
     p.net.start_capture();
-    p.post_a(SendWr { wr_id: 10, sg_list: &[sge(&p.a, 0, 600)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
-    p.post_a(SendWr { wr_id: 11, sg_list: &[sge(&p.a, 0, 300)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 10,
+        sg_list: &[sge(&p.a, 0, 600)],
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 11,
+        sg_list: &[sge(&p.a, 0, 300)],
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
     p.run(10);
     let c = summary(&p.net.take_capture());
     assert_eq!(
@@ -135,15 +273,31 @@ fn uc_message_with_a_gap_is_dropped_and_next_message_delivered() {
         ]
     );
     // UC completes on transmission
-    assert_eq!(p.scq_a().iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(10, WcStatus::Success), (11, WcStatus::Success)]);
+    assert_eq!(
+        p.scq_a()
+            .iter()
+            .map(|w| (w.wr_id, w.status))
+            .collect::<Vec<_>>(),
+        vec![(10, WcStatus::Success), (11, WcStatus::Success)]
+    );
     // the first message is lost; the second lands in the first receive WQE (it was reused)
     let rc = p.rcq_b();
-    assert_eq!(rc.iter().map(|w| (w.wr_id, w.byte_len)).collect::<Vec<_>>(), vec![(1, 300)]);
+    assert_eq!(
+        rc.iter().map(|w| (w.wr_id, w.byte_len)).collect::<Vec<_>>(),
+        vec![(1, 300)]
+    );
     assert_eq!(p.b.mem.load(0, 300), pattern(300, 5));
 }
 
 fn ud_pair(seed: u64) -> Pair {
-    Pair::new(seed, LinkConfig::default(), Opts { qp_type: QpType::Ud, ..Default::default() })
+    Pair::new(
+        seed,
+        LinkConfig::default(),
+        Opts {
+            qp_type: QpType::Ud,
+            ..Default::default()
+        },
+    )
 }
 
 #[test]
@@ -156,15 +310,31 @@ fn ud_send_writes_grh_and_src_qp() {
     let ah = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();
     p.net.start_capture();
     let (bq, aq) = (p.b.qpn, p.a.qpn);
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 9)], opcode: WrOpcode::SendWithImm, imm_data: 0x1234, send_flags: SendFlags::SIGNALED, ah: Some(ah), remote_qpn: bq, remote_qkey: 0x1111_1111, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 9)],
+        opcode: WrOpcode::SendWithImm,
+        imm_data: 0x1234,
+        send_flags: SendFlags::SIGNALED,
+        ah: Some(ah),
+        remote_qpn: bq,
+        remote_qkey: 0x1111_1111,
+        ..Default::default()
+    });
     p.run(10);
     let cap = p.net.take_capture();
-    assert_eq!(summary(&cap), vec![(0, s("SEND_ONLY_WITH_IMMEDIATE"), 0x100, false, None, 9)]);
+    assert_eq!(
+        summary(&cap),
+        vec![(0, s("SEND_ONLY_WITH_IMMEDIATE"), 0x100, false, None, 9)]
+    );
     let d = cap[0].repr.deth.unwrap();
     assert_eq!((d.qkey, d.src_qp), (0x1111_1111, aq));
     let rc = p.rcq_b();
     assert_eq!(rc.len(), 1);
-    assert_eq!((rc[0].byte_len, rc[0].src_qp, rc[0].imm_data), (49, aq, 0x1234));
+    assert_eq!(
+        (rc[0].byte_len, rc[0].src_qp, rc[0].imm_data),
+        (49, aq, 0x1234)
+    );
     assert_eq!(rc[0].wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
     let grh = p.b.mem.load(0, 49);
     assert_eq!(&grh[..20], &[0; 20]);
@@ -182,7 +352,16 @@ fn ud_wrong_qkey_is_dropped_and_counted() {
     let bip = p.b.ip;
     let ah = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();
     let bq = p.b.qpn;
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 9)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ah: Some(ah), remote_qpn: bq, remote_qkey: 0x2222, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 9)],
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ah: Some(ah),
+        remote_qpn: bq,
+        remote_qkey: 0x2222,
+        ..Default::default()
+    });
     p.run(10);
     assert_eq!(p.scq_a()[0].status, WcStatus::Success);
     assert!(p.rcq_b().is_empty());
@@ -192,13 +371,21 @@ fn ud_wrong_qkey_is_dropped_and_counted() {
 
 #[test]
 fn cq_overflow_raises_cq_error_and_moves_qp_to_error() {
-    let o = Opts { cqe: 2, ..Default::default() };
+    let o = Opts {
+        cqe: 2,
+        ..Default::default()
+    };
     let mut p = Pair::new(41, LinkConfig::default(), o);
     for i in 0..4 {
         p.recv_b(i, 0x100 * i, 64);
     }
     for i in 0..3 {
-        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::Send, ..Default::default() });
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &[sge(&p.a, 0, 4)],
+            opcode: WrOpcode::Send,
+            ..Default::default()
+        });
     }
     p.run(10);
     let mut events = Vec::new();
@@ -213,13 +400,30 @@ fn cq_overflow_raises_cq_error_and_moves_qp_to_error() {
 
 #[test]
 fn corrupted_packet_is_dropped_by_icrc_and_retransmitted() {
-    let mut p = Pair::new(51, LinkConfig::default(), Opts { timeout: 8, ..Default::default() });
+    let mut p = Pair::new(
+        51,
+        LinkConfig::default(),
+        Opts {
+            timeout: 8,
+            ..Default::default()
+        },
+    );
     p.recv_b(1, 0, 64);
     p.a.mem.store(0, b"abcd");
     // flip one payload bit of the first transmission only
-    p.net.set_default_link(LinkConfig { corrupt: 1.0, ..Default::default() });
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
-    p.net.run_until(|n| n.stats.delivered >= 1, Instant::from_millis(1));
+    p.net.set_default_link(LinkConfig {
+        corrupt: 1.0,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 4)],
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
+    p.net
+        .run_until(|n| n.stats.delivered >= 1, Instant::from_millis(1));
     p.net.set_default_link(LinkConfig::default());
     assert_eq!(p.nic_b().counters().icrc_errors, 1);
     assert_eq!(p.nic_b().counters().rcvd_pkts, 0);
@@ -238,18 +442,73 @@ fn modify_qp_rejects_missing_and_extra_attributes() {
     let pd = n.alloc_pd().unwrap();
     let cq = n.create_cq(4).unwrap();
     let qpn = n
-        .create_qp(pd, &QpInitAttr { send_cq: cq, recv_cq: cq, srq: None, cap: QpCap { max_send_wr: 4, max_recv_wr: 4, max_send_sge: 1, max_recv_sge: 1, max_inline_data: 0 }, qp_type: QpType::Rc, sq_sig_all: false })
+        .create_qp(
+            pd,
+            &QpInitAttr {
+                send_cq: cq,
+                recv_cq: cq,
+                srq: None,
+                cap: QpCap {
+                    max_send_wr: 4,
+                    max_recv_wr: 4,
+                    max_send_sge: 1,
+                    max_recv_sge: 1,
+                    max_inline_data: 0,
+                },
+                qp_type: QpType::Rc,
+                sq_sig_all: false,
+            },
+        )
         .unwrap();
     assert_eq!(qpn, 17);
     use QpAttrMask as M;
-    let a = QpAttr { qp_state: QpState::Init, port_num: 1, ..Default::default() };
-    assert_eq!(n.modify_qp(qpn, &a, M::STATE | M::PORT), Err(Error::Invalid)); // missing
-    assert_eq!(n.modify_qp(qpn, &a, M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS | M::QKEY), Err(Error::Invalid)); // extra
-    n.modify_qp(qpn, &a, M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS).unwrap();
-    let rts = QpAttr { qp_state: QpState::Rts, ..Default::default() };
+    let a = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        ..Default::default()
+    };
+    assert_eq!(
+        n.modify_qp(qpn, &a, M::STATE | M::PORT),
+        Err(Error::Invalid)
+    ); // missing
+    assert_eq!(
+        n.modify_qp(
+            qpn,
+            &a,
+            M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS | M::QKEY
+        ),
+        Err(Error::Invalid)
+    ); // extra
+    n.modify_qp(
+        qpn,
+        &a,
+        M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS,
+    )
+    .unwrap();
+    let rts = QpAttr {
+        qp_state: QpState::Rts,
+        ..Default::default()
+    };
     assert_eq!(n.modify_qp(qpn, &rts, M::STATE), Err(Error::Invalid)); // INIT -> RTS is illegal
     assert_eq!(n.query_qp(qpn).unwrap().qp_state, QpState::Init);
     // post_recv in RESET is EINVAL
-    n.modify_qp(qpn, &QpAttr { qp_state: QpState::Reset, ..Default::default() }, M::STATE).unwrap();
-    assert_eq!(n.post_recv(qpn, &RecvWr { wr_id: 1, sg_list: &[] }), Err(Error::Invalid));
+    n.modify_qp(
+        qpn,
+        &QpAttr {
+            qp_state: QpState::Reset,
+            ..Default::default()
+        },
+        M::STATE,
+    )
+    .unwrap();
+    assert_eq!(
+        n.post_recv(
+            qpn,
+            &RecvWr {
+                wr_id: 1,
+                sg_list: &[]
+            }
+        ),
+        Err(Error::Invalid)
+    );
 }

@@ -20,17 +20,36 @@ const RECV_SLOT: u64 = 0x2000;
 const WRITE_BASE: u64 = 0x4_0000; // 64 KiB written by RDMA WRITE
 const READ_BASE: u64 = 0x6_0000; // 64 KiB only read
 const ATOMIC_BASE: u64 = 0x8_0000; // 16 u64 slots
-// A's memory layout
+                                   // A's memory layout
 const SRC_BASE: u64 = 0x0_0000; // 64 KiB of source data
 const DST_BASE: u64 = 0x2_0000; // read/atomic results, 8 KiB per op
 
 #[derive(Debug, Clone)]
 enum Op {
-    Send { len: u32, src: u64, imm: Option<u32> },
-    Write { len: u32, src: u64, dst: u64, imm: Option<u32> },
-    Read { len: u32, src: u64 },
-    FetchAdd { slot: u64, add: u64 },
-    CmpSwap { slot: u64, cmp_hit: bool, swap: u64 },
+    Send {
+        len: u32,
+        src: u64,
+        imm: Option<u32>,
+    },
+    Write {
+        len: u32,
+        src: u64,
+        dst: u64,
+        imm: Option<u32>,
+    },
+    Read {
+        len: u32,
+        src: u64,
+    },
+    FetchAdd {
+        slot: u64,
+        add: u64,
+    },
+    CmpSwap {
+        slot: u64,
+        cmp_hit: bool,
+        swap: u64,
+    },
 }
 
 fn gen_len(rng: &mut SmallRng) -> u32 {
@@ -48,11 +67,30 @@ fn gen_ops(rng: &mut SmallRng, n: usize) -> Vec<Op> {
             let len = gen_len(rng);
             let imm = rng.gen_bool(0.3).then(|| rng.gen());
             match rng.gen_range(0..6) {
-                0 | 1 => Op::Send { len, src: rng.gen_range(0..0x1_0000 - len as u64), imm },
-                2 => Op::Write { len, src: rng.gen_range(0..0x1_0000 - len as u64), dst: rng.gen_range(0..0x1_0000 - len as u64), imm },
-                3 => Op::Read { len, src: rng.gen_range(0..0x1_0000 - len as u64) },
-                4 => Op::FetchAdd { slot: rng.gen_range(0..16), add: rng.gen() },
-                _ => Op::CmpSwap { slot: rng.gen_range(0..16), cmp_hit: rng.gen_bool(0.5), swap: rng.gen() },
+                0 | 1 => Op::Send {
+                    len,
+                    src: rng.gen_range(0..0x1_0000 - len as u64),
+                    imm,
+                },
+                2 => Op::Write {
+                    len,
+                    src: rng.gen_range(0..0x1_0000 - len as u64),
+                    dst: rng.gen_range(0..0x1_0000 - len as u64),
+                    imm,
+                },
+                3 => Op::Read {
+                    len,
+                    src: rng.gen_range(0..0x1_0000 - len as u64),
+                },
+                4 => Op::FetchAdd {
+                    slot: rng.gen_range(0..16),
+                    add: rng.gen(),
+                },
+                _ => Op::CmpSwap {
+                    slot: rng.gen_range(0..16),
+                    cmp_hit: rng.gen_bool(0.5),
+                    swap: rng.gen(),
+                },
             }
         })
         .collect()
@@ -63,7 +101,11 @@ fn run_seed(seed: u64) -> std::result::Result<(), String> {
     let link = LinkConfig {
         latency_ns: rng.gen_range(500..20_000),
         jitter_ns: rng.gen_range(0..2_000),
-        bandwidth_bps: if rng.gen_bool(0.3) { Some(rng.gen_range(100_000_000..10_000_000_000)) } else { None },
+        bandwidth_bps: if rng.gen_bool(0.3) {
+            Some(rng.gen_range(100_000_000..10_000_000_000))
+        } else {
+            None
+        },
         loss: rng.gen_range(0.0..0.2),
         duplicate: rng.gen_range(0.0..0.05),
         reorder: rng.gen_range(0.0..0.1),
@@ -77,7 +119,11 @@ fn run_seed(seed: u64) -> std::result::Result<(), String> {
         retry_cnt: 7,
         rnr_retry: 7,
         min_rnr_timer: rng.gen_range(1..6),
-        a_psn: if rng.gen_bool(0.3) { 0xFF_FFF0 + rng.gen_range(0..16) } else { rng.gen_range(0..0xFF_FFFF) },
+        a_psn: if rng.gen_bool(0.3) {
+            0xFF_FFF0 + rng.gen_range(0..16)
+        } else {
+            rng.gen_range(0..0xFF_FFFF)
+        },
         b_psn: rng.gen_range(0..0xFF_FFFF),
         max_rd_atomic: [1, 2, 4, 16][rng.gen_range(0..4)],
         ..Default::default()
@@ -90,7 +136,14 @@ fn run_seed(seed: u64) -> std::result::Result<(), String> {
     let r = run_ops(&mut p, &mut rng, seed);
     if r.is_err() && tracing {
         for c in p.net.take_capture() {
-            eprintln!("{:?} {}->{} {}{}", c.time, c.from, c.to, c.repr, if c.dropped { " DROPPED" } else { "" });
+            eprintln!(
+                "{:?} {}->{} {}{}",
+                c.time,
+                c.from,
+                c.to,
+                c.repr,
+                if c.dropped { " DROPPED" } else { "" }
+            );
         }
     }
     r
@@ -104,16 +157,28 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
     let mut atom = [0u64; 16];
     for (i, a) in atom.iter_mut().enumerate() {
         *a = rng.gen();
-        p.b.mem.store((ATOMIC_BASE + 8 * i as u64) as usize, &a.to_ne_bytes());
+        p.b.mem
+            .store((ATOMIC_BASE + 8 * i as u64) as usize, &a.to_ne_bytes());
     }
     let n_ops = rng.gen_range(1..24);
     let ops = gen_ops(rng, n_ops);
-    let n_recv_consumers = ops.iter().filter(|o| matches!(o, Op::Send { .. } | Op::Write { imm: Some(_), .. })).count();
+    let n_recv_consumers = ops
+        .iter()
+        .filter(|o| matches!(o, Op::Send { .. } | Op::Write { imm: Some(_), .. }))
+        .count();
     // sometimes post receives late to provoke RNR NAKs
     let late = rng.gen_bool(0.2);
-    let early = if late { rng.gen_range(0..=n_recv_consumers) } else { n_recv_consumers };
+    let early = if late {
+        rng.gen_range(0..=n_recv_consumers)
+    } else {
+        n_recv_consumers
+    };
     for i in 0..early {
-        p.recv_b(1000 + i as u64, RECV_BASE + RECV_SLOT * i as u64, RECV_SLOT as u32);
+        p.recv_b(
+            1000 + i as u64,
+            RECV_BASE + RECV_SLOT * i as u64,
+            RECV_SLOT as u32,
+        );
     }
     // model
     let mut b_write = vec![0u8; 0x1_0000];
@@ -126,51 +191,99 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
     for (k, op) in ops.iter().enumerate() {
         let wr_id = k as u64 + 1;
         let signaled = rng.gen_bool(0.8) || k + 1 == ops.len();
-        let flags = if signaled { SendFlags::SIGNALED } else { SendFlags::EMPTY };
-        let flags = if rng.gen_bool(0.1) { flags | SendFlags::FENCE } else { flags };
+        let flags = if signaled {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::EMPTY
+        };
+        let flags = if rng.gen_bool(0.1) {
+            flags | SendFlags::FENCE
+        } else {
+            flags
+        };
         let dst = DST_BASE + 0x2000 * k as u64;
         let (wr_opc, sg, wc_op, byte_len) = match *op {
             Op::Send { len, src: s, imm } => {
-                let opc = if imm.is_some() { WrOpcode::SendWithImm } else { WrOpcode::Send };
+                let opc = if imm.is_some() {
+                    WrOpcode::SendWithImm
+                } else {
+                    WrOpcode::Send
+                };
                 let slot = RECV_BASE + RECV_SLOT * recv_i;
                 expect_recv.push((1000 + recv_i, WcOpcode::Recv, len, imm));
                 expect_recv_data.push((slot, src[s as usize..(s + len as u64) as usize].to_vec()));
                 recv_i += 1;
                 (opc, sge(&p.a, SRC_BASE + s, len), WcOpcode::Send, len)
             }
-            Op::Write { len, src: s, dst: d, imm } => {
-                b_write[d as usize..(d + len as u64) as usize].copy_from_slice(&src[s as usize..(s + len as u64) as usize]);
+            Op::Write {
+                len,
+                src: s,
+                dst: d,
+                imm,
+            } => {
+                b_write[d as usize..(d + len as u64) as usize]
+                    .copy_from_slice(&src[s as usize..(s + len as u64) as usize]);
                 if imm.is_some() {
                     expect_recv.push((1000 + recv_i, WcOpcode::RecvRdmaWithImm, len, imm));
                     recv_i += 1;
                 }
-                let opc = if imm.is_some() { WrOpcode::RdmaWriteWithImm } else { WrOpcode::RdmaWrite };
+                let opc = if imm.is_some() {
+                    WrOpcode::RdmaWriteWithImm
+                } else {
+                    WrOpcode::RdmaWrite
+                };
                 (opc, sge(&p.a, SRC_BASE + s, len), WcOpcode::RdmaWrite, len)
             }
             Op::Read { len, src: s } => {
-                expect_a.push((dst, readable[s as usize..(s + len as u64) as usize].to_vec()));
-                (WrOpcode::RdmaRead, sge(&p.a, dst, len), WcOpcode::RdmaRead, len)
+                expect_a.push((
+                    dst,
+                    readable[s as usize..(s + len as u64) as usize].to_vec(),
+                ));
+                (
+                    WrOpcode::RdmaRead,
+                    sge(&p.a, dst, len),
+                    WcOpcode::RdmaRead,
+                    len,
+                )
             }
             Op::FetchAdd { slot, add } => {
                 let old = atom[slot as usize];
                 atom[slot as usize] = old.wrapping_add(add);
                 expect_a.push((dst, old.to_ne_bytes().to_vec()));
-                (WrOpcode::AtomicFetchAndAdd, sge(&p.a, dst, 8), WcOpcode::FetchAdd, 8)
+                (
+                    WrOpcode::AtomicFetchAndAdd,
+                    sge(&p.a, dst, 8),
+                    WcOpcode::FetchAdd,
+                    8,
+                )
             }
-            Op::CmpSwap { slot, cmp_hit, swap } => {
+            Op::CmpSwap {
+                slot,
+                cmp_hit,
+                swap,
+            } => {
                 let old = atom[slot as usize];
                 if cmp_hit {
                     atom[slot as usize] = swap;
                 }
                 expect_a.push((dst, old.to_ne_bytes().to_vec()));
-                (WrOpcode::AtomicCmpAndSwp, sge(&p.a, dst, 8), WcOpcode::CompSwap, 8)
+                (
+                    WrOpcode::AtomicCmpAndSwp,
+                    sge(&p.a, dst, 8),
+                    WcOpcode::CompSwap,
+                    8,
+                )
             }
         };
         let (remote_addr, compare_add, swap, imm_data) = match *op {
             Op::Write { dst: d, imm, .. } => (IOVA + WRITE_BASE + d, 0, 0, imm.unwrap_or(0)),
             Op::Read { src: s, .. } => (IOVA + READ_BASE + s, 0, 0, 0),
             Op::FetchAdd { slot, add } => (IOVA + ATOMIC_BASE + 8 * slot, add, 0, 0),
-            Op::CmpSwap { slot, cmp_hit, swap } => {
+            Op::CmpSwap {
+                slot,
+                cmp_hit,
+                swap,
+            } => {
                 // the compare value is the model's value at execution time when cmp_hit
                 let _ = cmp_hit;
                 (IOVA + ATOMIC_BASE + 8 * slot, 0, swap, 0)
@@ -178,17 +291,41 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
             Op::Send { imm, .. } => (0, 0, 0, imm.unwrap_or(0)),
         };
         let compare_add = match *op {
-            Op::CmpSwap { slot, cmp_hit, swap } => {
+            Op::CmpSwap {
+                slot,
+                cmp_hit,
+                swap,
+            } => {
                 // recompute: the model already applied this op; the pre-value is in expect_a
-                let old = u64::from_ne_bytes(expect_a.last().unwrap().1.clone().try_into().unwrap());
+                let old =
+                    u64::from_ne_bytes(expect_a.last().unwrap().1.clone().try_into().unwrap());
                 let _ = (slot, swap);
-                if cmp_hit { old } else { old.wrapping_add(1) }
+                if cmp_hit {
+                    old
+                } else {
+                    old.wrapping_add(1)
+                }
             }
             _ => compare_add,
         };
         let sgl = [sg];
-        let sg_list: &[Sge] = if sg.length == 0 && rng.gen_bool(0.5) { &[] } else { &sgl };
-        p.post_a(SendWr { wr_id, sg_list, opcode: wr_opc, send_flags: flags, imm_data, remote_addr, rkey, compare_add, swap, ..Default::default() });
+        let sg_list: &[Sge] = if sg.length == 0 && rng.gen_bool(0.5) {
+            &[]
+        } else {
+            &sgl
+        };
+        p.post_a(SendWr {
+            wr_id,
+            sg_list,
+            opcode: wr_opc,
+            send_flags: flags,
+            imm_data,
+            remote_addr,
+            rkey,
+            compare_add,
+            swap,
+            ..Default::default()
+        });
         if signaled {
             expect_send.push((wr_id, WcStatus::Success, wc_op, byte_len));
         }
@@ -196,7 +333,11 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
     if late {
         p.net.run_until(|_| false, Instant::from_millis(2));
         for i in early..n_recv_consumers {
-            p.recv_b(1000 + i as u64, RECV_BASE + RECV_SLOT * i as u64, RECV_SLOT as u32);
+            p.recv_b(
+                1000 + i as u64,
+                RECV_BASE + RECV_SLOT * i as u64,
+                RECV_SLOT as u32,
+            );
         }
     }
     let deadline = Instant::from_millis(20_000);
@@ -211,25 +352,55 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
                 if k == 0 {
                     break;
                 }
-                got_send.extend(wc[..k].iter().map(|w| (w.wr_id, w.status, w.opcode, w.byte_len)));
+                got_send.extend(
+                    wc[..k]
+                        .iter()
+                        .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len)),
+                );
             }
             got_send.len() >= want
         },
         deadline,
     );
     // let duplicates and late packets drain
-    p.net.run_until(|_| false, p.net.now + core::time::Duration::from_millis(50));
-    got_send.extend(p.scq_a().iter().map(|w| (w.wr_id, w.status, w.opcode, w.byte_len)));
+    p.net
+        .run_until(|_| false, p.net.now + core::time::Duration::from_millis(50));
+    got_send.extend(
+        p.scq_a()
+            .iter()
+            .map(|w| (w.wr_id, w.status, w.opcode, w.byte_len)),
+    );
     if !done {
-        return Err(format!("hang: {} of {} send completions by {:?}; stats {:?}", got_send.len(), want, p.net.now, p.net.stats));
+        return Err(format!(
+            "hang: {} of {} send completions by {:?}; stats {:?}",
+            got_send.len(),
+            want,
+            p.net.now,
+            p.net.stats
+        ));
     }
     if got_send != expect_send {
-        return Err(format!("send completions\n got {got_send:?}\nwant {expect_send:?}\nops {ops:?}"));
+        return Err(format!(
+            "send completions\n got {got_send:?}\nwant {expect_send:?}\nops {ops:?}"
+        ));
     }
-    let got_recv: Vec<_> = p.rcq_b().iter().map(|w| (w.wr_id, w.opcode, w.byte_len, w.wc_flags.contains(WcFlags::WITH_IMM).then_some(w.imm_data))).collect();
+    let got_recv: Vec<_> = p
+        .rcq_b()
+        .iter()
+        .map(|w| {
+            (
+                w.wr_id,
+                w.opcode,
+                w.byte_len,
+                w.wc_flags.contains(WcFlags::WITH_IMM).then_some(w.imm_data),
+            )
+        })
+        .collect();
     let got_recv_st: Vec<_> = got_recv.clone();
     if got_recv_st != expect_recv {
-        return Err(format!("recv completions\n got {got_recv:?}\nwant {expect_recv:?}\nops {ops:?}"));
+        return Err(format!(
+            "recv completions\n got {got_recv:?}\nwant {expect_recv:?}\nops {ops:?}"
+        ));
     }
     for (off, data) in &expect_recv_data {
         if p.b.mem.load(*off as usize, data.len()) != *data {
@@ -246,13 +417,31 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
     }
     for (off, data) in &expect_a {
         if p.a.mem.load(*off as usize, data.len()) != *data {
-            return Err(format!("local result at {off:#x} differs: got {:02x?} want {:02x?}", p.a.mem.load(*off as usize, data.len().min(16)), &data[..data.len().min(16)]));
+            return Err(format!(
+                "local result at {off:#x} differs: got {:02x?} want {:02x?}",
+                p.a.mem.load(*off as usize, data.len().min(16)),
+                &data[..data.len().min(16)]
+            ));
         }
     }
     let (ca, cb) = (*p.net.nics[0].counters(), *p.net.nics[1].counters());
-    let rejected = ca.icrc_errors + cb.icrc_errors + ca.malformed + cb.malformed + ca.bad_opcode + cb.bad_opcode + ca.bad_pkey + cb.bad_pkey + ca.no_qp + cb.no_qp + ca.bad_dst + cb.bad_dst;
+    let rejected = ca.icrc_errors
+        + cb.icrc_errors
+        + ca.malformed
+        + cb.malformed
+        + ca.bad_opcode
+        + cb.bad_opcode
+        + ca.bad_pkey
+        + cb.bad_pkey
+        + ca.no_qp
+        + cb.no_qp
+        + ca.bad_dst
+        + cb.bad_dst;
     if rejected != p.net.stats.corrupted {
-        return Err(format!("corrupted {} but rejected {rejected} ({ca:?} {cb:?})", p.net.stats.corrupted));
+        return Err(format!(
+            "corrupted {} but rejected {rejected} ({ca:?} {cb:?})",
+            p.net.stats.corrupted
+        ));
     }
     if p.qp_a().qp_state != QpState::Rts || p.qp_b().qp_state != QpState::Rts {
         return Err("a QP left RTS".into());
@@ -263,8 +452,14 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
 #[test]
 fn random_ops_over_lossy_network_match_model() {
     let default = if cfg!(debug_assertions) { 500 } else { 10000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut failures = Vec::new();
     for seed in s0..s0 + n {
         if let Err(e) = run_seed(seed) {
@@ -275,25 +470,53 @@ fn random_ops_over_lossy_network_match_model() {
             }
         }
     }
-    assert!(failures.is_empty(), "failing seeds: {failures:?} (rerun with ROCE_PROPTEST_SEED0=<seed> ROCE_PROPTEST_SEEDS=1)");
+    assert!(
+        failures.is_empty(),
+        "failing seeds: {failures:?} (rerun with ROCE_PROPTEST_SEED0=<seed> ROCE_PROPTEST_SEEDS=1)"
+    );
 }
 
 #[test]
 fn same_seed_same_run() {
     // determinism: the whole packet trace of a lossy run is identical for the same seed
     let trace = |seed: u64| {
-        let link = LinkConfig { loss: 0.1, duplicate: 0.05, reorder: 0.1, reorder_delay_ns: 20_000, corrupt: 0.05, jitter_ns: 500, ..Default::default() };
-        let mut p = Pair::new(seed, link, Opts { timeout: 6, ..Default::default() });
+        let link = LinkConfig {
+            loss: 0.1,
+            duplicate: 0.05,
+            reorder: 0.1,
+            reorder_delay_ns: 20_000,
+            corrupt: 0.05,
+            jitter_ns: 500,
+            ..Default::default()
+        };
+        let mut p = Pair::new(
+            seed,
+            link,
+            Opts {
+                timeout: 6,
+                ..Default::default()
+            },
+        );
         p.a.mem.store(0, &pattern(9000, 1));
         p.net.start_capture();
         for i in 0..4 {
             p.recv_b(i, 0x4000 * i, 0x4000);
         }
         for i in 0..4u64 {
-            p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, 0, 3000 + 1000 * i as u32)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+            p.post_a(SendWr {
+                wr_id: i,
+                sg_list: &[sge(&p.a, 0, 3000 + 1000 * i as u32)],
+                opcode: WrOpcode::Send,
+                send_flags: SendFlags::SIGNALED,
+                ..Default::default()
+            });
         }
         p.run(10_000);
-        p.net.take_capture().into_iter().map(|c| (c.time, c.from, c.bytes)).collect::<Vec<_>>()
+        p.net
+            .take_capture()
+            .into_iter()
+            .map(|c| (c.time, c.from, c.bytes))
+            .collect::<Vec<_>>()
     };
     let a = trace(42);
     assert!(a.len() > 20);
@@ -307,8 +530,17 @@ fn same_seed_same_run() {
 fn run_link_death(seed: u64) -> std::result::Result<bool, String> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0xDEAD);
     let retry_cnt = rng.gen_range(0..7);
-    let link = LinkConfig { latency_ns: rng.gen_range(500..20_000), loss: rng.gen_range(0.0..0.1), ..Default::default() };
-    let o = Opts { timeout: 6, retry_cnt, mtu: Mtu::Mtu1024, ..Default::default() };
+    let link = LinkConfig {
+        latency_ns: rng.gen_range(500..20_000),
+        loss: rng.gen_range(0.0..0.1),
+        ..Default::default()
+    };
+    let o = Opts {
+        timeout: 6,
+        retry_cnt,
+        mtu: Mtu::Mtu1024,
+        ..Default::default()
+    };
     let mut p = Pair::new(seed, link, o);
     let n = rng.gen_range(1..20);
     for i in 0..n {
@@ -319,13 +551,25 @@ fn run_link_death(seed: u64) -> std::result::Result<bool, String> {
     for i in 0..n {
         let len = gen_len(&mut rng);
         let sig = rng.gen_bool(0.7);
-        let flags = if sig { SendFlags::SIGNALED } else { SendFlags::EMPTY };
+        let flags = if sig {
+            SendFlags::SIGNALED
+        } else {
+            SendFlags::EMPTY
+        };
         let (opcode, remote_addr) = match rng.gen_range(0..3) {
             0 => (WrOpcode::Send, 0),
             1 => (WrOpcode::RdmaWrite, IOVA + WRITE_BASE),
             _ => (WrOpcode::RdmaRead, IOVA + READ_BASE),
         };
-        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, DST_BASE, len)], opcode, send_flags: flags, remote_addr, rkey, ..Default::default() });
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &[sge(&p.a, DST_BASE, len)],
+            opcode,
+            send_flags: flags,
+            remote_addr,
+            rkey,
+            ..Default::default()
+        });
         signaled.push(sig);
     }
     let death = Instant::from_nanos(rng.gen_range(0..3_000_000));
@@ -377,8 +621,14 @@ fn run_link_death(seed: u64) -> std::result::Result<bool, String> {
 #[test]
 fn link_death_yields_retry_exc_err_then_flush_within_budget() {
     let default = if cfg!(debug_assertions) { 200 } else { 3000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut failures = Vec::new();
     let mut errored = 0;
     for seed in s0..s0 + n {
@@ -395,7 +645,10 @@ fn link_death_yields_retry_exc_err_then_flush_within_budget() {
         }
     }
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
-    assert!(n < 20 || (errored > n / 10 && errored < n * 9 / 10), "{errored} of {n} runs hit the dead link");
+    assert!(
+        n < 20 || (errored > n / 10 && errored < n * 9 / 10),
+        "{errored} of {n} runs hit the dead link"
+    );
 }
 
 /// UC over a lossy link: every receive completion carries exactly one whole message that was
@@ -403,8 +656,16 @@ fn link_death_yields_retry_exc_err_then_flush_within_budget() {
 /// send completes successfully on transmission.
 fn run_uc(seed: u64) -> std::result::Result<(), String> {
     let mut rng = SmallRng::seed_from_u64(seed ^ 0x0C);
-    let link = LinkConfig { latency_ns: rng.gen_range(500..5_000), loss: rng.gen_range(0.0..0.2), ..Default::default() };
-    let o = Opts { qp_type: QpType::Uc, mtu: [Mtu::Mtu256, Mtu::Mtu1024][rng.gen_range(0..2)], ..Default::default() };
+    let link = LinkConfig {
+        latency_ns: rng.gen_range(500..5_000),
+        loss: rng.gen_range(0.0..0.2),
+        ..Default::default()
+    };
+    let o = Opts {
+        qp_type: QpType::Uc,
+        mtu: [Mtu::Mtu256, Mtu::Mtu1024][rng.gen_range(0..2)],
+        ..Default::default()
+    };
     let mut p = Pair::new(seed, link, o);
     let n = rng.gen_range(1..30u64);
     let src = pattern(0x1_0000, seed as u8);
@@ -417,7 +678,13 @@ fn run_uc(seed: u64) -> std::result::Result<(), String> {
         let len = gen_len(&mut rng);
         let off = rng.gen_range(0..0x1_0000 - len as u64);
         sent.push((len, off));
-        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, off, len)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &[sge(&p.a, off, len)],
+            opcode: WrOpcode::Send,
+            send_flags: SendFlags::SIGNALED,
+            ..Default::default()
+        });
     }
     p.run(100);
     let wc = p.scq_a();
@@ -430,7 +697,9 @@ fn run_uc(seed: u64) -> std::result::Result<(), String> {
         if w.wr_id != k as u64 || w.status != WcStatus::Success {
             return Err(format!("recv completion {k}: {w:?}"));
         }
-        let data = p.b.mem.load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
+        let data =
+            p.b.mem
+                .load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
         // find the message in order
         let found = (next..sent.len()).find(|&j| {
             let (len, off) = sent[j];
@@ -438,7 +707,12 @@ fn run_uc(seed: u64) -> std::result::Result<(), String> {
         });
         match found {
             Some(j) => next = j + 1,
-            None => return Err(format!("recv {k} ({} bytes) is not a whole later message", w.byte_len)),
+            None => {
+                return Err(format!(
+                    "recv {k} ({} bytes) is not a whole later message",
+                    w.byte_len
+                ))
+            }
         }
     }
     Ok(())
@@ -447,8 +721,14 @@ fn run_uc(seed: u64) -> std::result::Result<(), String> {
 #[test]
 fn uc_over_lossy_network_delivers_whole_messages_in_order() {
     let default = if cfg!(debug_assertions) { 200 } else { 3000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut failures = Vec::new();
     for seed in s0..s0 + n {
         if let Err(e) = run_uc(seed) {
@@ -476,7 +756,14 @@ fn run_ud(seed: u64) -> std::result::Result<(), String> {
         corrupt: rng.gen_range(0.0..0.05),
         ..Default::default()
     };
-    let mut p = Pair::new(seed, link, Opts { qp_type: QpType::Ud, ..Default::default() });
+    let mut p = Pair::new(
+        seed,
+        link,
+        Opts {
+            qp_type: QpType::Ud,
+            ..Default::default()
+        },
+    );
     let n = rng.gen_range(1..30u64);
     let src = pattern(0x1_0000, seed as u8);
     p.a.mem.store(0, &src);
@@ -492,7 +779,16 @@ fn run_ud(seed: u64) -> std::result::Result<(), String> {
         let good = rng.gen_bool(0.85);
         let qkey = if good { 0x1111_1111 } else { 0x2222_2222 };
         sent.push((len, off, good));
-        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, off, len)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ah: Some(ah), remote_qpn: bq, remote_qkey: qkey, ..Default::default() });
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &[sge(&p.a, off, len)],
+            opcode: WrOpcode::Send,
+            send_flags: SendFlags::SIGNALED,
+            ah: Some(ah),
+            remote_qpn: bq,
+            remote_qkey: qkey,
+            ..Default::default()
+        });
     }
     p.run(100);
     let wc = p.scq_a();
@@ -500,17 +796,26 @@ fn run_ud(seed: u64) -> std::result::Result<(), String> {
         return Err(format!("send completions {wc:?}"));
     }
     for (k, w) in p.rcq_b().iter().enumerate() {
-        if w.wr_id != k as u64 || w.status != WcStatus::Success || w.src_qp != aq || w.byte_len < 40 {
+        if w.wr_id != k as u64 || w.status != WcStatus::Success || w.src_qp != aq || w.byte_len < 40
+        {
             return Err(format!("recv completion {k}: {w:?}"));
         }
-        let got = p.b.mem.load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
+        let got =
+            p.b.mem
+                .load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
         if got[20] != 0x45 || got[..20] != [0; 20] {
             return Err(format!("recv {k}: bad GRH"));
         }
         let body = &got[40..];
-        let ok = sent.iter().any(|&(len, off, good)| good && len as usize == body.len() && body == &src[off as usize..off as usize + len as usize]);
+        let ok = sent.iter().any(|&(len, off, good)| {
+            good && len as usize == body.len()
+                && body == &src[off as usize..off as usize + len as usize]
+        });
         if !ok {
-            return Err(format!("recv {k}: {} bytes match no datagram sent with the right Q_Key", body.len()));
+            return Err(format!(
+                "recv {k}: {} bytes match no datagram sent with the right Q_Key",
+                body.len()
+            ));
         }
     }
     Ok(())
@@ -519,8 +824,14 @@ fn run_ud(seed: u64) -> std::result::Result<(), String> {
 #[test]
 fn ud_over_impaired_network_delivers_only_whole_valid_datagrams() {
     let default = if cfg!(debug_assertions) { 200 } else { 3000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS").ok().and_then(|v| v.parse().ok()).unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default);
+    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     let mut failures = Vec::new();
     for seed in s0..s0 + n {
         if let Err(e) = run_ud(seed) {

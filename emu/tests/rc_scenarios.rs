@@ -16,7 +16,13 @@ fn segmented_send_uses_first_middle_last_and_one_ack() {
     p.recv_b(77, 0x8000, 4096);
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 2500)];
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
     p.run(10);
     let c = summary(&p.net.take_capture());
     assert_eq!(
@@ -30,10 +36,16 @@ fn segmented_send_uses_first_middle_last_and_one_ack() {
     );
     let wc = p.scq_a();
     assert_eq!(wc.len(), 1);
-    assert_eq!((wc[0].wr_id, wc[0].status, wc[0].opcode, wc[0].byte_len), (1, WcStatus::Success, WcOpcode::Send, 2500));
+    assert_eq!(
+        (wc[0].wr_id, wc[0].status, wc[0].opcode, wc[0].byte_len),
+        (1, WcStatus::Success, WcOpcode::Send, 2500)
+    );
     let rc = p.rcq_b();
     assert_eq!(rc.len(), 1);
-    assert_eq!((rc[0].wr_id, rc[0].status, rc[0].opcode, rc[0].byte_len), (77, WcStatus::Success, WcOpcode::Recv, 2500));
+    assert_eq!(
+        (rc[0].wr_id, rc[0].status, rc[0].opcode, rc[0].byte_len),
+        (77, WcStatus::Success, WcOpcode::Recv, 2500)
+    );
     assert_eq!(rc[0].wc_flags, WcFlags::GRH);
     assert_eq!(rc[0].qp_num, p.b.qpn);
     assert_eq!(p.b.mem.load(0x8000, 2500), data);
@@ -43,7 +55,14 @@ fn segmented_send_uses_first_middle_last_and_one_ack() {
 
 #[test]
 fn segmented_write_with_imm_places_data_and_consumes_recv() {
-    let mut p = Pair::new(2, LinkConfig::default(), Opts { mtu: Mtu::Mtu256, ..Default::default() });
+    let mut p = Pair::new(
+        2,
+        LinkConfig::default(),
+        Opts {
+            mtu: Mtu::Mtu256,
+            ..Default::default()
+        },
+    );
     let data = pattern(600, 3);
     p.a.mem.store(0x100, &data);
     p.recv_b(5, 0, 0);
@@ -67,20 +86,36 @@ fn segmented_write_with_imm_places_data_and_consumes_recv() {
         vec![
             (0, s("RDMA_WRITE_FIRST"), 0x100, false, None, 256),
             (0, s("RDMA_WRITE_MIDDLE"), 0x101, false, None, 256),
-            (0, s("RDMA_WRITE_LAST_WITH_IMMEDIATE"), 0x102, true, None, 88),
+            (
+                0,
+                s("RDMA_WRITE_LAST_WITH_IMMEDIATE"),
+                0x102,
+                true,
+                None,
+                88
+            ),
             (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
         ]
     );
     let reth = cap[0].repr.reth.unwrap();
-    assert_eq!((reth.va, reth.rkey, reth.dma_len), (IOVA + 0x4000, rkey, 600));
+    assert_eq!(
+        (reth.va, reth.rkey, reth.dma_len),
+        (IOVA + 0x4000, rkey, 600)
+    );
     assert_eq!(cap[2].repr.immdt.unwrap().imm, 0xdeadbeef);
     assert_eq!(cap[3].repr.aeth.unwrap().msn, 1);
     assert_eq!(p.b.mem.load(0x4000, 600), data);
     let wc = p.scq_a();
-    assert_eq!((wc[0].opcode, wc[0].byte_len, wc[0].wc_flags), (WcOpcode::RdmaWrite, 600, WcFlags::WITH_IMM));
+    assert_eq!(
+        (wc[0].opcode, wc[0].byte_len, wc[0].wc_flags),
+        (WcOpcode::RdmaWrite, 600, WcFlags::WITH_IMM)
+    );
     let rc = p.rcq_b();
     assert_eq!(rc.len(), 1);
-    assert_eq!((rc[0].wr_id, rc[0].opcode, rc[0].byte_len, rc[0].imm_data), (5, WcOpcode::RecvRdmaWithImm, 600, 0xdeadbeef));
+    assert_eq!(
+        (rc[0].wr_id, rc[0].opcode, rc[0].byte_len, rc[0].imm_data),
+        (5, WcOpcode::RecvRdmaWithImm, 600, 0xdeadbeef)
+    );
     assert_eq!(rc[0].wc_flags, WcFlags::GRH | WcFlags::WITH_IMM);
 }
 
@@ -88,7 +123,14 @@ fn segmented_write_with_imm_places_data_and_consumes_recv() {
 fn read_with_lost_response_retries_from_comp_psn() {
     // 3-packet read; the MIDDLE response is lost once: after the ACK timeout the requester
     // re-requests from comp.psn with the VA advanced by one MTU and the length reduced.
-    let mut p = Pair::new(3, LinkConfig::default(), Opts { timeout: 10, ..Default::default() });
+    let mut p = Pair::new(
+        3,
+        LinkConfig::default(),
+        Opts {
+            timeout: 10,
+            ..Default::default()
+        },
+    );
     let data = pattern(2100, 9);
     p.b.mem.store(0x2000, &data);
     let mut dropped = false;
@@ -102,19 +144,48 @@ fn read_with_lost_response_retries_from_comp_psn() {
     p.net.start_capture();
     let sg = [sge(&p.a, 0x3000, 2100)];
     let rkey = p.b.mr.rkey;
-    p.post_a(SendWr { wr_id: 4, sg_list: &sg, opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x2000, rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 4,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaRead,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 0x2000,
+        rkey,
+        ..Default::default()
+    });
     p.run(100);
     let cap = p.net.take_capture();
     assert_eq!(
         summary(&cap),
         vec![
             (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (1, s("RDMA_READ_RESPONSE_FIRST"), 0x100, false, Some(0x1F), 1024),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_FIRST"),
+                0x100,
+                false,
+                Some(0x1F),
+                1024
+            ),
             (1, s("RDMA_READ_RESPONSE_MIDDLE"), 0x101, false, None, 1024),
-            (1, s("RDMA_READ_RESPONSE_LAST"), 0x102, false, Some(0x1F), 52),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_LAST"),
+                0x102,
+                false,
+                Some(0x1F),
+                52
+            ),
             (0, s("RDMA_READ_REQUEST"), 0x101, true, None, 0),
             (1, s("RDMA_READ_RESPONSE_MIDDLE"), 0x101, false, None, 1024),
-            (1, s("RDMA_READ_RESPONSE_LAST"), 0x102, false, Some(0x1F), 52),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_LAST"),
+                0x102,
+                false,
+                Some(0x1F),
+                52
+            ),
         ]
     );
     assert!(!cap[3].dropped && cap[2].dropped);
@@ -124,7 +195,10 @@ fn read_with_lost_response_retries_from_comp_psn() {
     assert!(cap[4].time.as_nanos() - cap[1].time.as_nanos() >= 4096 << 10);
     let wc = p.scq_a();
     assert_eq!(wc.len(), 1);
-    assert_eq!((wc[0].status, wc[0].opcode, wc[0].byte_len), (WcStatus::Success, WcOpcode::RdmaRead, 2100));
+    assert_eq!(
+        (wc[0].status, wc[0].opcode, wc[0].byte_len),
+        (WcStatus::Success, WcOpcode::RdmaRead, 2100)
+    );
     assert_eq!(p.a.mem.load(0x3000, 2100), data);
     assert_eq!(p.nic_a().counters().completer_retry_err, 1);
     assert_eq!(p.nic_b().counters().duplicate_request, 1);
@@ -132,12 +206,26 @@ fn read_with_lost_response_retries_from_comp_psn() {
 
 #[test]
 fn rnr_nak_then_success() {
-    let mut p = Pair::new(4, LinkConfig::default(), Opts { min_rnr_timer: 1, ..Default::default() });
+    let mut p = Pair::new(
+        4,
+        LinkConfig::default(),
+        Opts {
+            min_rnr_timer: 1,
+            ..Default::default()
+        },
+    );
     p.a.mem.store(0, b"hello");
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 5)];
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
-    p.net.run_until(|n| n.stats.delivered >= 2, Instant::from_millis(1));
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
+    p.net
+        .run_until(|n| n.stats.delivered >= 2, Instant::from_millis(1));
     p.recv_b(3, 0, 64);
     p.run(10);
     let cap = p.net.take_capture();
@@ -160,32 +248,78 @@ fn rnr_nak_then_success() {
 
 #[test]
 fn rnr_retries_exhausted_completes_with_rnr_retry_exc_err() {
-    let mut p = Pair::new(5, LinkConfig::default(), Opts { min_rnr_timer: 1, rnr_retry: 2, ..Default::default() });
+    let mut p = Pair::new(
+        5,
+        LinkConfig::default(),
+        Opts {
+            min_rnr_timer: 1,
+            rnr_retry: 2,
+            ..Default::default()
+        },
+    );
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 8)];
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
-    p.post_a(SendWr { wr_id: 2, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 2,
+        sg_list: &sg,
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
     p.run(100);
     let c = summary(&p.net.take_capture());
-    let rnrs = c.iter().filter(|x| x.4 == Some(0x21) && x.2 == 0x100).count();
+    let rnrs = c
+        .iter()
+        .filter(|x| x.4 == Some(0x21) && x.2 == 0x100)
+        .count();
     assert_eq!(rnrs, 3, "{c:?}");
     let wc = p.scq_a();
-    assert_eq!(wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]);
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::RnrRetryExcErr), (2, WcStatus::WrFlushErr)]
+    );
     assert_eq!(p.qp_a().qp_state, QpState::Err);
     assert_eq!(p.nic_a().counters().retry_rnr_exceeded_err, 1);
 }
 
 #[test]
 fn retry_exhausted_moves_qp_to_error_and_flushes() {
-    let mut p = Pair::new(6, LinkConfig::default(), Opts { timeout: 8, retry_cnt: 3, ..Default::default() });
-    p.net.set_filter(|c| if c.from == 1 { Verdict::Drop } else { Verdict::Pass });
+    let mut p = Pair::new(
+        6,
+        LinkConfig::default(),
+        Opts {
+            timeout: 8,
+            retry_cnt: 3,
+            ..Default::default()
+        },
+    );
+    p.net.set_filter(|c| {
+        if c.from == 1 {
+            Verdict::Drop
+        } else {
+            Verdict::Pass
+        }
+    });
     for i in 0..3 {
         p.recv_b(i, 0, 64);
     }
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 8)];
     for i in 1..=3 {
-        p.post_a(SendWr { wr_id: i, sg_list: &sg, opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &sg,
+            opcode: WrOpcode::Send,
+            send_flags: SendFlags::SIGNALED,
+            ..Default::default()
+        });
     }
     p.run(1000);
     let c = summary(&p.net.take_capture());
@@ -195,7 +329,11 @@ fn retry_exhausted_moves_qp_to_error_and_flushes() {
     let wc = p.scq_a();
     assert_eq!(
         wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
-        vec![(1, WcStatus::RetryExcErr), (2, WcStatus::WrFlushErr), (3, WcStatus::WrFlushErr)]
+        vec![
+            (1, WcStatus::RetryExcErr),
+            (2, WcStatus::WrFlushErr),
+            (3, WcStatus::WrFlushErr)
+        ]
     );
     assert_eq!(p.qp_a().qp_state, QpState::Err);
     assert_eq!(p.nic_a().counters().retry_exceeded_err, 1);
@@ -203,21 +341,52 @@ fn retry_exhausted_moves_qp_to_error_and_flushes() {
     // B processed each request once, the rest were duplicates
     assert_eq!(p.nic_b().counters().duplicate_request, 9);
     // posting on an ERR QP flushes at once
-    p.post_a(SendWr { wr_id: 9, sg_list: &sg, opcode: WrOpcode::Send, ..Default::default() });
-    assert_eq!(p.scq_a().iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(9, WcStatus::WrFlushErr)]);
+    p.post_a(SendWr {
+        wr_id: 9,
+        sg_list: &sg,
+        opcode: WrOpcode::Send,
+        ..Default::default()
+    });
+    assert_eq!(
+        p.scq_a()
+            .iter()
+            .map(|w| (w.wr_id, w.status))
+            .collect::<Vec<_>>(),
+        vec![(9, WcStatus::WrFlushErr)]
+    );
 }
 
 #[test]
 fn psn_wraps_mid_message() {
-    let o = Opts { a_psn: 0xFF_FFFE, mtu: Mtu::Mtu256, ..Default::default() };
+    let o = Opts {
+        a_psn: 0xFF_FFFE,
+        mtu: Mtu::Mtu256,
+        ..Default::default()
+    };
     let mut p = Pair::new(7, LinkConfig::default(), o);
     let data = pattern(1000, 1);
     p.a.mem.store(0, &data);
     p.net.start_capture();
     let sg = [sge(&p.a, 0, 1000)];
     let rkey = p.b.mr.rkey;
-    p.post_a(SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
-    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 0x800, 8)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA,
+        rkey,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 2,
+        sg_list: &[sge(&p.a, 0x800, 8)],
+        opcode: WrOpcode::RdmaRead,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA,
+        rkey,
+        ..Default::default()
+    });
     p.run(10);
     let c = summary(&p.net.take_capture());
     assert_eq!(
@@ -240,7 +409,14 @@ fn psn_wraps_mid_message() {
 
 #[test]
 fn duplicate_read_is_replayed_from_memory() {
-    let mut p = Pair::new(8, LinkConfig::default(), Opts { timeout: 10, ..Default::default() });
+    let mut p = Pair::new(
+        8,
+        LinkConfig::default(),
+        Opts {
+            timeout: 10,
+            ..Default::default()
+        },
+    );
     p.b.mem.store(0x100, &pattern(300, 4));
     // drop every response the first time: the duplicate READ must be served from the resource
     let mut n = 0;
@@ -253,16 +429,38 @@ fn duplicate_read_is_replayed_from_memory() {
     });
     p.net.start_capture();
     let rkey = p.b.mr.rkey;
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 300)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x100, rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 300)],
+        opcode: WrOpcode::RdmaRead,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 0x100,
+        rkey,
+        ..Default::default()
+    });
     p.run(100);
     let c = summary(&p.net.take_capture());
     assert_eq!(
         c,
         vec![
             (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 300),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_ONLY"),
+                0x100,
+                false,
+                Some(0x1F),
+                300
+            ),
             (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 300),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_ONLY"),
+                0x100,
+                false,
+                Some(0x1F),
+                300
+            ),
         ]
     );
     assert_eq!(p.nic_b().counters().duplicate_request, 1);
@@ -272,7 +470,14 @@ fn duplicate_read_is_replayed_from_memory() {
 
 #[test]
 fn atomics_replay_stored_result_without_reexecuting() {
-    let mut p = Pair::new(9, LinkConfig::default(), Opts { timeout: 10, ..Default::default() });
+    let mut p = Pair::new(
+        9,
+        LinkConfig::default(),
+        Opts {
+            timeout: 10,
+            ..Default::default()
+        },
+    );
     p.b.mem.store(0x40, &100u64.to_ne_bytes());
     let mut n = 0;
     p.net.set_filter(move |c| {
@@ -284,8 +489,27 @@ fn atomics_replay_stored_result_without_reexecuting() {
     });
     p.net.start_capture();
     let rkey = p.b.mr.rkey;
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 8)], opcode: WrOpcode::AtomicFetchAndAdd, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x40, rkey, compare_add: 5, ..Default::default() });
-    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 8, 8)], opcode: WrOpcode::AtomicCmpAndSwp, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 0x40, rkey, compare_add: 105, swap: 7, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 8)],
+        opcode: WrOpcode::AtomicFetchAndAdd,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 0x40,
+        rkey,
+        compare_add: 5,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 2,
+        sg_list: &[sge(&p.a, 8, 8)],
+        opcode: WrOpcode::AtomicCmpAndSwp,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 0x40,
+        rkey,
+        compare_add: 105,
+        swap: 7,
+        ..Default::default()
+    });
     p.run(100);
     let cap = p.net.take_capture();
     let c = summary(&cap);
@@ -310,29 +534,74 @@ fn atomics_replay_stored_result_without_reexecuting() {
     assert_eq!(p.a.mem.load(8, 8), 105u64.to_ne_bytes());
     assert_eq!(p.nic_b().counters().duplicate_request, 2);
     let wc = p.scq_a();
-    assert_eq!(wc.iter().map(|w| (w.opcode, w.status, w.byte_len)).collect::<Vec<_>>(), vec![(WcOpcode::FetchAdd, WcStatus::Success, 8), (WcOpcode::CompSwap, WcStatus::Success, 8)]);
+    assert_eq!(
+        wc.iter()
+            .map(|w| (w.opcode, w.status, w.byte_len))
+            .collect::<Vec<_>>(),
+        vec![
+            (WcOpcode::FetchAdd, WcStatus::Success, 8),
+            (WcOpcode::CompSwap, WcStatus::Success, 8)
+        ]
+    );
 }
 
 #[test]
 fn max_rd_atomic_limits_outstanding_reads() {
     // max_rd_atomic = 1: the second READ request waits for the first read's last response
-    let mut p = Pair::new(10, LinkConfig::default(), Opts { max_rd_atomic: 1, ..Default::default() });
+    let mut p = Pair::new(
+        10,
+        LinkConfig::default(),
+        Opts {
+            max_rd_atomic: 1,
+            ..Default::default()
+        },
+    );
     p.net.start_capture();
     let rkey = p.b.mr.rkey;
     for i in 0..2u64 {
-        p.post_a(SendWr { wr_id: i, sg_list: &[sge(&p.a, 0x100 * i, 16)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &[sge(&p.a, 0x100 * i, 16)],
+            opcode: WrOpcode::RdmaRead,
+            send_flags: SendFlags::SIGNALED,
+            remote_addr: IOVA,
+            rkey,
+            ..Default::default()
+        });
     }
-    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 64, rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 2,
+        sg_list: &[sge(&p.a, 0, 4)],
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 64,
+        rkey,
+        ..Default::default()
+    });
     p.run(10);
     let c = summary(&p.net.take_capture());
     assert_eq!(
         c,
         vec![
             (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 16),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_ONLY"),
+                0x100,
+                false,
+                Some(0x1F),
+                16
+            ),
             (0, s("RDMA_READ_REQUEST"), 0x101, true, None, 0),
             (0, s("RDMA_WRITE_ONLY"), 0x102, true, None, 4),
-            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x101, false, Some(0x1F), 16),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_ONLY"),
+                0x101,
+                false,
+                Some(0x1F),
+                16
+            ),
             (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
         ]
     );
@@ -344,9 +613,33 @@ fn fence_waits_for_earlier_reads_only() {
     let mut p = Pair::new(11, LinkConfig::default(), Opts::default());
     p.net.start_capture();
     let rkey = p.b.mr.rkey;
-    p.post_a(SendWr { wr_id: 0, sg_list: &[sge(&p.a, 0x100, 16)], opcode: WrOpcode::RdmaRead, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() });
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA + 64, rkey, ..Default::default() });
-    p.post_a(SendWr { wr_id: 2, sg_list: &[sge(&p.a, 0, 4)], opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED | SendFlags::FENCE, remote_addr: IOVA + 64, rkey, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 0,
+        sg_list: &[sge(&p.a, 0x100, 16)],
+        opcode: WrOpcode::RdmaRead,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA,
+        rkey,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 4)],
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 64,
+        rkey,
+        ..Default::default()
+    });
+    p.post_a(SendWr {
+        wr_id: 2,
+        sg_list: &[sge(&p.a, 0, 4)],
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED | SendFlags::FENCE,
+        remote_addr: IOVA + 64,
+        rkey,
+        ..Default::default()
+    });
     p.run(10);
     let c = summary(&p.net.take_capture());
     assert_eq!(
@@ -354,7 +647,14 @@ fn fence_waits_for_earlier_reads_only() {
         vec![
             (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
             (0, s("RDMA_WRITE_ONLY"), 0x101, true, None, 4),
-            (1, s("RDMA_READ_RESPONSE_ONLY"), 0x100, false, Some(0x1F), 16),
+            (
+                1,
+                s("RDMA_READ_RESPONSE_ONLY"),
+                0x100,
+                false,
+                Some(0x1F),
+                16
+            ),
             (1, s("ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
             // the fenced WRITE goes only after the READ completed
             (0, s("RDMA_WRITE_ONLY"), 0x102, true, None, 4),
@@ -367,13 +667,32 @@ fn fence_waits_for_earlier_reads_only() {
 fn ack_request_every_65th_non_end_packet() {
     // a 70-packet SEND: A bit on the 66th consecutive non-END packet (rxe: noack_pkts++ > 64)
     // and on the END packet
-    let mut p = Pair::new(12, LinkConfig::default(), Opts { mtu: Mtu::Mtu256, ..Default::default() });
+    let mut p = Pair::new(
+        12,
+        LinkConfig::default(),
+        Opts {
+            mtu: Mtu::Mtu256,
+            ..Default::default()
+        },
+    );
     p.recv_b(1, 0, 70 * 256);
     p.net.start_capture();
-    p.post_a(SendWr { wr_id: 1, sg_list: &[sge(&p.a, 0, 70 * 256)], opcode: WrOpcode::Send, send_flags: SendFlags::SIGNALED, ..Default::default() });
+    p.post_a(SendWr {
+        wr_id: 1,
+        sg_list: &[sge(&p.a, 0, 70 * 256)],
+        opcode: WrOpcode::Send,
+        send_flags: SendFlags::SIGNALED,
+        ..Default::default()
+    });
     p.run(10);
     let c = summary(&p.net.take_capture());
-    let a: Vec<usize> = c.iter().filter(|x| x.0 == 0).enumerate().filter(|(_, x)| x.3).map(|(i, _)| i).collect();
+    let a: Vec<usize> = c
+        .iter()
+        .filter(|x| x.0 == 0)
+        .enumerate()
+        .filter(|(_, x)| x.3)
+        .map(|(i, _)| i)
+        .collect();
     assert_eq!(a, vec![65, 69]);
     let acks: Vec<u32> = c.iter().filter(|x| x.0 == 1).map(|x| x.2).collect();
     assert_eq!(acks, vec![0x100 + 65, 0x100 + 69]);

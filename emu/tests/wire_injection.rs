@@ -11,9 +11,27 @@ fn inject(p: &mut Pair, r: Repr, payload: &[u8]) {
     r.emit(&mut Packet::new_unchecked(&mut buf[..]));
     let h = r.header_len();
     buf[h..h + payload.len()].copy_from_slice(payload);
-    let t = Transmit { src_ip: p.a.ip, dst_ip: p.b.ip, src_port: 0xC123, dst_port: 4791, tos: 0, ttl: 64, flow_label: 0, ipv4_id: 0, len: buf.len() };
+    let t = Transmit {
+        src_ip: p.a.ip,
+        dst_ip: p.b.ip,
+        src_port: 0xC123,
+        dst_port: 4791,
+        tos: 0,
+        ttl: 64,
+        flow_label: 0,
+        ipv4_id: 0,
+        len: buf.len(),
+    };
     assert!(roce_emu::net::seal(&t, &mut buf));
-    let meta = RxMeta { src_ip: p.a.ip, dst_ip: p.b.ip, src_port: 0xC123, ipv4_id: Some(0), tos: 0, ttl: 64, flow_label: 0 };
+    let meta = RxMeta {
+        src_ip: p.a.ip,
+        dst_ip: p.b.ip,
+        src_port: 0xC123,
+        ipv4_id: Some(0),
+        tos: 0,
+        ttl: 64,
+        flow_label: 0,
+    };
     let now = p.net.now;
     p.nic_b().handle_datagram(now, &meta, &buf);
 }
@@ -25,7 +43,12 @@ fn drain_b(p: &mut Pair) -> Vec<(String, u32, Option<u8>, u32)> {
     while let Some(t) = p.nic_b().poll_transmit(now, &mut buf) {
         let pk = Packet::new_checked(&buf[..t.len]).unwrap();
         let r = Repr::parse(&pk).unwrap();
-        out.push((r.bth.opcode.info().name.to_string(), r.bth.psn.value(), r.aeth.map(|a| a.syndrome.to_byte()), r.aeth.map_or(0, |a| a.msn)));
+        out.push((
+            r.bth.opcode.info().name.to_string(),
+            r.bth.psn.value(),
+            r.aeth.map(|a| a.syndrome.to_byte()),
+            r.aeth.map_or(0, |a| a.msn),
+        ));
     }
     out
 }
@@ -38,7 +61,11 @@ fn req(p: &Pair, op: Opcode, psn: u32, ack: bool) -> Repr {
 
 fn write_only(p: &Pair, psn: u32, off: u64, data: &[u8]) -> Repr {
     let mut r = req(p, Opcode::RC_RDMA_WRITE_ONLY, psn, true);
-    r.reth = Some(reth::Repr { va: IOVA + off, rkey: p.b.mr.rkey, dma_len: data.len() as u32 });
+    r.reth = Some(reth::Repr {
+        va: IOVA + off,
+        rkey: p.b.mr.rkey,
+        dma_len: data.len() as u32,
+    });
     r.set_payload_len(data.len());
     r
 }
@@ -57,7 +84,13 @@ fn psn_gap_is_naked_once_and_duplicates_are_reacked() {
         let r = write_only(&p, psn, 0, b"bbbb");
         inject(&mut p, r, b"bbbb");
     }
-    assert_eq!(drain_b(&mut p), vec![(s("ACKNOWLEDGE"), 0x100, Some(0x1F), 1), (s("ACKNOWLEDGE"), 0x101, Some(0x60), 1)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![
+            (s("ACKNOWLEDGE"), 0x100, Some(0x1F), 1),
+            (s("ACKNOWLEDGE"), 0x101, Some(0x60), 1)
+        ]
+    );
     assert_eq!(p.nic_b().counters().out_of_seq_request, 3);
     // the missing packet arrives, then a new gap: NAKed again
     let r = write_only(&p, 0x101, 8, b"cccc");
@@ -69,7 +102,11 @@ fn psn_gap_is_naked_once_and_duplicates_are_reacked() {
     inject(&mut p, r, b"zzzz");
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("ACKNOWLEDGE"), 0x101, Some(0x1F), 2), (s("ACKNOWLEDGE"), 0x102, Some(0x60), 2), (s("ACKNOWLEDGE"), 0x101, Some(0x1F), 2)]
+        vec![
+            (s("ACKNOWLEDGE"), 0x101, Some(0x1F), 2),
+            (s("ACKNOWLEDGE"), 0x102, Some(0x60), 2),
+            (s("ACKNOWLEDGE"), 0x101, Some(0x1F), 2)
+        ]
     );
     assert_eq!(p.b.mem.load(0, 4), b"aaaa");
     assert_eq!(p.nic_b().counters().duplicate_request, 1);
@@ -77,16 +114,30 @@ fn psn_gap_is_naked_once_and_duplicates_are_reacked() {
 
 #[test]
 fn ack_coalescing_only_acks_packets_with_the_a_bit() {
-    let mut p = Pair::new(2, LinkConfig::default(), Opts { mtu: Mtu::Mtu256, ..Default::default() });
+    let mut p = Pair::new(
+        2,
+        LinkConfig::default(),
+        Opts {
+            mtu: Mtu::Mtu256,
+            ..Default::default()
+        },
+    );
     let mut r = req(&p, Opcode::RC_RDMA_WRITE_FIRST, 0x100, false);
-    r.reth = Some(reth::Repr { va: IOVA, rkey: p.b.mr.rkey, dma_len: 512 });
+    r.reth = Some(reth::Repr {
+        va: IOVA,
+        rkey: p.b.mr.rkey,
+        dma_len: 512,
+    });
     r.set_payload_len(256);
     inject(&mut p, r, &[1; 256]);
     assert_eq!(drain_b(&mut p), vec![]);
     let mut r = req(&p, Opcode::RC_RDMA_WRITE_LAST, 0x101, true);
     r.set_payload_len(256);
     inject(&mut p, r, &[2; 256]);
-    assert_eq!(drain_b(&mut p), vec![(s("ACKNOWLEDGE"), 0x101, Some(0x1F), 1)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![(s("ACKNOWLEDGE"), 0x101, Some(0x1F), 1)]
+    );
 }
 
 #[test]
@@ -96,20 +147,34 @@ fn middle_without_first_is_invalid_request() {
     let mut r = req(&p, Opcode::RC_SEND_LAST, 0x100, true);
     r.set_payload_len(4);
     inject(&mut p, r, b"oops");
-    assert_eq!(drain_b(&mut p), vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]
+    );
     assert_eq!(p.qp_b().qp_state, QpState::Err);
     // the receive WQE is flushed
     let wc = p.rcq_b();
-    assert_eq!(wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(), vec![(1, WcStatus::WrFlushErr)]);
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::WrFlushErr)]
+    );
 }
 
 #[test]
 fn misaligned_atomic_from_the_wire_is_invalid_request() {
     let mut p = Pair::new(4, LinkConfig::default(), Opts::default());
     let mut r = req(&p, Opcode::RC_FETCH_ADD, 0x100, true);
-    r.atomic_eth = Some(atomic_eth::Repr { va: IOVA + 4, rkey: p.b.mr.rkey, swap_add: 1, compare: 0 });
+    r.atomic_eth = Some(atomic_eth::Repr {
+        va: IOVA + 4,
+        rkey: p.b.mr.rkey,
+        swap_add: 1,
+        compare: 0,
+    });
     inject(&mut p, r, &[]);
-    assert_eq!(drain_b(&mut p), vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]
+    );
     assert_eq!(p.b.mem.load(0, 16), vec![0; 16]);
 }
 
@@ -119,22 +184,40 @@ fn wrong_write_length_is_invalid_request() {
     let mut r = write_only(&p, 0x100, 0, b"abcd");
     r.reth.as_mut().unwrap().dma_len = 8; // says 8, carries 4
     inject(&mut p, r, b"abcd");
-    assert_eq!(drain_b(&mut p), vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]
+    );
 }
 
 #[test]
 fn zero_length_write_needs_no_valid_rkey() {
     let mut p = Pair::new(6, LinkConfig::default(), Opts::default());
     let mut r = req(&p, Opcode::RC_RDMA_WRITE_ONLY, 0x100, true);
-    r.reth = Some(reth::Repr { va: 0xdead_0000, rkey: 0x1234_5678, dma_len: 0 });
+    r.reth = Some(reth::Repr {
+        va: 0xdead_0000,
+        rkey: 0x1234_5678,
+        dma_len: 0,
+    });
     inject(&mut p, r, &[]);
-    assert_eq!(drain_b(&mut p), vec![(s("ACKNOWLEDGE"), 0x100, Some(0x1F), 1)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x1F), 1)]
+    );
 }
 
 #[test]
 fn garbage_never_panics_and_is_counted() {
     let mut p = Pair::new(7, LinkConfig::default(), Opts::default());
-    let meta = RxMeta { src_ip: p.a.ip, dst_ip: p.b.ip, src_port: 1, ipv4_id: Some(0), tos: 0, ttl: 1, flow_label: 0 };
+    let meta = RxMeta {
+        src_ip: p.a.ip,
+        dst_ip: p.b.ip,
+        src_port: 1,
+        ipv4_id: Some(0),
+        tos: 0,
+        ttl: 1,
+        flow_label: 0,
+    };
     let mut rng = 0x1234_5678_u64;
     for len in 0..200usize {
         let mut v = vec![0u8; len];
@@ -162,7 +245,12 @@ fn duplicate_atomic_outside_resources_is_dropped() {
     let mut p = Pair::new(8, LinkConfig::default(), Opts::default());
     // a duplicate atomic (PSN below expected) with no matching resource: class D drop
     let mut r = req(&p, Opcode::RC_COMPARE_SWAP, 0x0FF, true);
-    r.atomic_eth = Some(atomic_eth::Repr { va: IOVA, rkey: p.b.mr.rkey, swap_add: 1, compare: 0 });
+    r.atomic_eth = Some(atomic_eth::Repr {
+        va: IOVA,
+        rkey: p.b.mr.rkey,
+        swap_add: 1,
+        compare: 0,
+    });
     inject(&mut p, r, &[]);
     assert!(drain_b(&mut p).is_empty());
     assert_eq!(p.nic_b().counters().duplicate_request, 1);
@@ -175,18 +263,46 @@ fn hostile_addresses_do_not_overflow() {
     let mut p = Pair::new(9, LinkConfig::default(), Opts::default());
     // SGE at the top of the address space
     let q = p.a.qpn;
-    let sg = [Sge { addr: u64::MAX - 2, length: 16, lkey: p.a.mr.lkey }];
+    let sg = [Sge {
+        addr: u64::MAX - 2,
+        length: 16,
+        lkey: p.a.mr.lkey,
+    }];
     let rkey = p.b.mr.rkey;
-    p.nic_a().post_send(q, &SendWr { wr_id: 1, sg_list: &sg, opcode: WrOpcode::RdmaWrite, send_flags: SendFlags::SIGNALED, remote_addr: IOVA, rkey, ..Default::default() }).unwrap();
+    p.nic_a()
+        .post_send(
+            q,
+            &SendWr {
+                wr_id: 1,
+                sg_list: &sg,
+                opcode: WrOpcode::RdmaWrite,
+                send_flags: SendFlags::SIGNALED,
+                remote_addr: IOVA,
+                rkey,
+                ..Default::default()
+            },
+        )
+        .unwrap();
     p.run(10);
     assert_eq!(p.scq_a()[0].status, WcStatus::LocProtErr);
     // a zero-length READ at the top of the address space, then its duplicate with a length
     let mut p = Pair::new(10, LinkConfig::default(), Opts::default());
     let mut r = req(&p, Opcode::RC_RDMA_READ_REQUEST, 0x100, true);
-    r.reth = Some(reth::Repr { va: u64::MAX - 1, rkey: 1, dma_len: 0 });
+    r.reth = Some(reth::Repr {
+        va: u64::MAX - 1,
+        rkey: 1,
+        dma_len: 0,
+    });
     inject(&mut p, r, &[]);
     let mut r = req(&p, Opcode::RC_RDMA_READ_REQUEST, 0x100, true);
-    r.reth = Some(reth::Repr { va: u64::MAX, rkey: 1, dma_len: 0x7000_0000 });
+    r.reth = Some(reth::Repr {
+        va: u64::MAX,
+        rkey: 1,
+        dma_len: 0x7000_0000,
+    });
     inject(&mut p, r, &[]);
-    assert_eq!(drain_b(&mut p), vec![(s("RDMA_READ_RESPONSE_ONLY"), 0x100, Some(0x1F), 1)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec![(s("RDMA_READ_RESPONSE_ONLY"), 0x100, Some(0x1F), 1)]
+    );
 }

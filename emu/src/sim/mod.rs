@@ -55,14 +55,24 @@ impl Default for LinkConfig {
 impl LinkConfig {
     /// A perfect link with zero latency.
     pub fn ideal() -> LinkConfig {
-        LinkConfig { latency_ns: 0, ..Default::default() }
+        LinkConfig {
+            latency_ns: 0,
+            ..Default::default()
+        }
     }
 }
 
 /// Receives every datagram the network delivers (for pcap writing or tracing).
 pub trait PacketSink {
     /// `bytes` is BTH..ICRC as delivered (after any corruption).
-    fn packet(&mut self, time: Instant, src_ip: IpAddr, dst_ip: IpAddr, src_port: u16, bytes: &[u8]);
+    fn packet(
+        &mut self,
+        time: Instant,
+        src_ip: IpAddr,
+        dst_ip: IpAddr,
+        src_port: u16,
+        bytes: &[u8],
+    );
     /// The same with every IP/UDP field the receiver saw; defaults to [`PacketSink::packet`].
     fn packet_meta(&mut self, time: Instant, meta: &RxMeta, bytes: &[u8]) {
         self.packet(time, meta.src_ip, meta.dst_ip, meta.src_port, bytes)
@@ -227,7 +237,10 @@ impl SimNet {
 
     /// Returns and clears the recording.
     pub fn take_capture(&mut self) -> Vec<Captured> {
-        self.capture.as_mut().map(std::mem::take).unwrap_or_default()
+        self.capture
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
     }
 
     fn route(&mut self, ip: IpAddr) -> Option<usize> {
@@ -257,15 +270,29 @@ impl SimNet {
             let fresh = self.pooled();
             let data = std::mem::replace(&mut self.buf, fresh);
             self.seq += 1;
-            self.due.push_back(Flight { to, meta: t.rx_meta(), data, len });
+            self.due.push_back(Flight {
+                to,
+                meta: t.rx_meta(),
+                data,
+                len,
+            });
             return;
         }
         let mut verdict = Verdict::Pass;
         if want_record {
             let bytes = self.buf[..len].to_vec();
-            let repr = Packet::new_checked(&bytes[..]).ok().and_then(|p| Repr::parse(&p).ok());
+            let repr = Packet::new_checked(&bytes[..])
+                .ok()
+                .and_then(|p| Repr::parse(&p).ok());
             if let Some(repr) = repr {
-                let mut c = Captured { time: self.now, from, to: to.unwrap_or(usize::MAX), repr, bytes, dropped: false };
+                let mut c = Captured {
+                    time: self.now,
+                    from,
+                    to: to.unwrap_or(usize::MAX),
+                    repr,
+                    bytes,
+                    dropped: false,
+                };
                 if let Some(f) = self.filter.as_mut() {
                     verdict = f(&c);
                 }
@@ -283,13 +310,21 @@ impl SimNet {
             self.stats.filtered += 1;
             return;
         }
-        let link = if self.links.is_empty() { self.default_link } else { *self.links.get(&(from, to)).unwrap_or(&self.default_link) };
+        let link = if self.links.is_empty() {
+            self.default_link
+        } else {
+            *self.links.get(&(from, to)).unwrap_or(&self.default_link)
+        };
         let rng = &mut self.rng;
         if link.loss > 0.0 && rng.gen_bool(link.loss.min(1.0)) {
             self.stats.lost += 1;
             return;
         }
-        let copies = if link.duplicate > 0.0 && rng.gen_bool(link.duplicate.min(1.0)) { 2 } else { 1 };
+        let copies = if link.duplicate > 0.0 && rng.gen_bool(link.duplicate.min(1.0)) {
+            2
+        } else {
+            1
+        };
         let mut depart = self.now;
         if let Some(bw) = link.bandwidth_bps.filter(|b| *b > 0) {
             let busy = self.busy_until.entry((from, to)).or_insert(Instant::ZERO);
@@ -311,7 +346,9 @@ impl SimNet {
             }
             if c == 1 {
                 self.stats.duplicated += 1;
-                at = at.add_nanos(rng.gen_range(0..=link.reorder_delay_ns.max(link.latency_ns).max(1)));
+                at = at.add_nanos(
+                    rng.gen_range(0..=link.reorder_delay_ns.max(link.latency_ns).max(1)),
+                );
             }
             let corrupt = link.corrupt > 0.0 && rng.gen_bool(link.corrupt.min(1.0));
             let last = c + 1 == copies;
@@ -342,7 +379,12 @@ impl SimNet {
     fn enqueue_owned(&mut self, at: Instant, to: usize, meta: RxMeta, data: Vec<u8>, len: usize) {
         let id = self.seq;
         self.seq += 1;
-        let f = Flight { to, meta, data, len };
+        let f = Flight {
+            to,
+            meta,
+            data,
+            len,
+        };
         if at <= self.now {
             self.due.push_back(f);
             return;
@@ -383,7 +425,9 @@ impl SimNet {
             for i in 0..self.nics.len() {
                 loop {
                     let now = self.now;
-                    let Some(t) = self.nics[i].poll_transmit(now, &mut self.buf) else { break };
+                    let Some(t) = self.nics[i].poll_transmit(now, &mut self.buf) else {
+                        break;
+                    };
                     self.transmit(i, t);
                     progress = true;
                 }
@@ -407,7 +451,11 @@ impl SimNet {
 
     /// The next moment anything happens (a delivery or a NIC timer).
     pub fn next_event(&self) -> Option<Instant> {
-        let d = if self.due.is_empty() { self.heap.peek().map(|Reverse((t, _, _))| *t) } else { Some(self.now) };
+        let d = if self.due.is_empty() {
+            self.heap.peek().map(|Reverse((t, _, _))| *t)
+        } else {
+            Some(self.now)
+        };
         let t = self.nics.iter().filter_map(|n| n.poll_timeout()).min();
         match (d, t) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -418,7 +466,9 @@ impl SimNet {
     /// Pumps, then advances time to the next event and runs it. False when nothing is pending.
     pub fn step(&mut self) -> bool {
         self.pump();
-        let Some(t) = self.next_event() else { return false };
+        let Some(t) = self.next_event() else {
+            return false;
+        };
         if t > self.now {
             self.now = t;
         }
@@ -434,7 +484,11 @@ impl SimNet {
 
     /// Steps until `pred` holds (true) or the next event lies past `deadline` / nothing is
     /// pending (false).
-    pub fn run_until(&mut self, mut pred: impl FnMut(&mut SimNet) -> bool, deadline: Instant) -> bool {
+    pub fn run_until(
+        &mut self,
+        mut pred: impl FnMut(&mut SimNet) -> bool,
+        deadline: Instant,
+    ) -> bool {
         loop {
             self.pump();
             if pred(self) {

@@ -22,14 +22,22 @@ pub struct PcapSink<W: Write> {
 impl PcapSink<std::io::BufWriter<std::fs::File>> {
     /// Creates (truncates) `path`.
     pub fn create(path: impl AsRef<std::path::Path>) -> Result<Self, roce_wire::pcap::Error> {
-        Ok(PcapSink { w: Some(Writer::create(path, Precision::Nano)?), frame: vec![0; 10_000], errors: 0 })
+        Ok(PcapSink {
+            w: Some(Writer::create(path, Precision::Nano)?),
+            frame: vec![0; 10_000],
+            errors: 0,
+        })
     }
 }
 
 impl<W: Write> PcapSink<W> {
     /// Wraps a writer.
     pub fn new(w: W) -> Result<Self, roce_wire::pcap::Error> {
-        Ok(PcapSink { w: Some(Writer::new(w, Precision::Nano)?), frame: vec![0; 10_000], errors: 0 })
+        Ok(PcapSink {
+            w: Some(Writer::new(w, Precision::Nano)?),
+            frame: vec![0; 10_000],
+            errors: 0,
+        })
     }
     /// Flushes and returns the inner writer.
     pub fn finish(mut self) -> Option<W> {
@@ -49,8 +57,23 @@ fn mac_of(ip: IpAddr) -> [u8; 6] {
 }
 
 impl<W: Write> PacketSink for PcapSink<W> {
-    fn packet(&mut self, time: Instant, src_ip: IpAddr, dst_ip: IpAddr, src_port: u16, bytes: &[u8]) {
-        let meta = RxMeta { src_ip, dst_ip, src_port, ipv4_id: Some(0), tos: 0, ttl: 64, flow_label: 0 };
+    fn packet(
+        &mut self,
+        time: Instant,
+        src_ip: IpAddr,
+        dst_ip: IpAddr,
+        src_port: u16,
+        bytes: &[u8],
+    ) {
+        let meta = RxMeta {
+            src_ip,
+            dst_ip,
+            src_port,
+            ipv4_id: Some(0),
+            tos: 0,
+            ttl: 64,
+            flow_label: 0,
+        };
         self.packet_meta(time, &meta, bytes)
     }
 
@@ -98,7 +121,9 @@ impl<W: Write> PacketSink for PcapSink<W> {
         // keep the ICRC as delivered
         let k = bytes.len().min(4);
         self.frame[n - k..n].copy_from_slice(&bytes[bytes.len() - k..]);
-        if w.write(Duration::from_nanos(time.as_nanos()), &self.frame[..n]).is_err() {
+        if w.write(Duration::from_nanos(time.as_nanos()), &self.frame[..n])
+            .is_err()
+        {
             self.errors += 1;
         }
     }

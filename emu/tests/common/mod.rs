@@ -49,7 +49,10 @@ impl Default for Opts {
             b_psn: 0x200,
             max_rd_atomic: 16,
             cqe: 256,
-            access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC,
+            access: AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
             use_srq: false,
             sq_sig_all: false,
         }
@@ -75,25 +78,68 @@ fn side(net: &mut SimNet, ip: &str, o: &Opts, seed: u64) -> Side {
     let rcq = nic.create_cq(o.cqe).unwrap();
     let mem = VecMemory::new(MEM);
     let mr = nic
-        .reg_mr(pd, Arc::new(mem.clone()), IOVA, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC)
+        .reg_mr(
+            pd,
+            Arc::new(mem.clone()),
+            IOVA,
+            AccessFlags::LOCAL_WRITE
+                | AccessFlags::REMOTE_WRITE
+                | AccessFlags::REMOTE_READ
+                | AccessFlags::REMOTE_ATOMIC,
+        )
         .unwrap();
-    let srq = o.use_srq.then(|| nic.create_srq(pd, SrqAttr { max_wr: 64, max_sge: 4, srq_limit: 0 }).unwrap());
+    let srq = o.use_srq.then(|| {
+        nic.create_srq(
+            pd,
+            SrqAttr {
+                max_wr: 64,
+                max_sge: 4,
+                srq_limit: 0,
+            },
+        )
+        .unwrap()
+    });
     let init = QpInitAttr {
         send_cq: scq,
         recv_cq: rcq,
         srq,
-        cap: QpCap { max_send_wr: 128, max_recv_wr: 128, max_send_sge: 4, max_recv_sge: 4, max_inline_data: 64 },
+        cap: QpCap {
+            max_send_wr: 128,
+            max_recv_wr: 128,
+            max_send_sge: 4,
+            max_recv_sge: 4,
+            max_inline_data: 64,
+        },
         qp_type: o.qp_type,
         sq_sig_all: o.sq_sig_all,
     };
     let qpn = nic.create_qp(pd, &init).unwrap();
-    Side { idx, ip, pd, scq, rcq, qpn, mem, mr }
+    Side {
+        idx,
+        ip,
+        pd,
+        scq,
+        rcq,
+        qpn,
+        mem,
+        mr,
+    }
 }
 
 pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_psn: u32) {
     use QpAttrMask as M;
-    let mut a = QpAttr { qp_state: QpState::Init, port_num: 1, qp_access_flags: o.access, qkey: 0x1111_1111, ..Default::default() };
-    let m = if o.qp_type == QpType::Ud { M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY } else { M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS };
+    let mut a = QpAttr {
+        qp_state: QpState::Init,
+        port_num: 1,
+        qp_access_flags: o.access,
+        qkey: 0x1111_1111,
+        ..Default::default()
+    };
+    let m = if o.qp_type == QpType::Ud {
+        M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
+    } else {
+        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
+    };
     nic.modify_qp(me.qpn, &a, m).unwrap();
     a.qp_state = QpState::Rtr;
     a.ah_attr = AhAttr::to_ip(peer.ip);
@@ -103,7 +149,15 @@ pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_
     a.max_dest_rd_atomic = 16;
     a.min_rnr_timer = o.min_rnr_timer;
     let m = match o.qp_type {
-        QpType::Rc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN | M::MAX_DEST_RD_ATOMIC | M::MIN_RNR_TIMER,
+        QpType::Rc => {
+            M::STATE
+                | M::AV
+                | M::PATH_MTU
+                | M::DEST_QPN
+                | M::RQ_PSN
+                | M::MAX_DEST_RD_ATOMIC
+                | M::MIN_RNR_TIMER
+        }
         QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
         QpType::Ud => M::STATE,
     };
@@ -115,7 +169,9 @@ pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_
     a.sq_psn = sq_psn;
     a.max_rd_atomic = o.max_rd_atomic;
     let m = match o.qp_type {
-        QpType::Rc => M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
+        QpType::Rc => {
+            M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
+        }
         _ => M::STATE | M::SQ_PSN,
     };
     nic.modify_qp(me.qpn, &a, m).unwrap();
@@ -128,7 +184,13 @@ impl Pair {
         let b = side(&mut net, "10.0.0.2", &o, seed ^ 0xB);
         connect(&mut net.nics[a.idx], &a, &b, &o, o.a_psn, o.b_psn);
         connect(&mut net.nics[b.idx], &b, &a, &o, o.b_psn, o.a_psn);
-        Pair { seed, net, a, b, opts: o }
+        Pair {
+            seed,
+            net,
+            a,
+            b,
+            opts: o,
+        }
     }
 
     pub fn nic_a(&mut self) -> &mut Nic {
@@ -145,9 +207,21 @@ impl Pair {
     }
 
     pub fn recv_b(&mut self, wr_id: u64, off: u64, len: u32) {
-        let sge = [Sge { addr: IOVA + off, length: len, lkey: self.b.mr.lkey }];
+        let sge = [Sge {
+            addr: IOVA + off,
+            length: len,
+            lkey: self.b.mr.lkey,
+        }];
         let q = self.b.qpn;
-        self.net.nics[self.b.idx].post_recv(q, &RecvWr { wr_id, sg_list: &sge }).unwrap();
+        self.net.nics[self.b.idx]
+            .post_recv(
+                q,
+                &RecvWr {
+                    wr_id,
+                    sg_list: &sge,
+                },
+            )
+            .unwrap();
     }
 
     pub fn run(&mut self, ms: u64) {
@@ -179,20 +253,37 @@ impl Pair {
 impl Side {
     /// A copy of the handles (memory shared).
     pub fn clone_shallow(&self) -> Side {
-        Side { idx: self.idx, ip: self.ip, pd: self.pd, scq: self.scq, rcq: self.rcq, qpn: self.qpn, mem: self.mem.clone(), mr: self.mr }
+        Side {
+            idx: self.idx,
+            ip: self.ip,
+            pd: self.pd,
+            scq: self.scq,
+            rcq: self.rcq,
+            qpn: self.qpn,
+            mem: self.mem.clone(),
+            mr: self.mr,
+        }
     }
 }
 
 pub fn sge(s: &Side, off: u64, len: u32) -> Sge {
-    Sge { addr: IOVA + off, length: len, lkey: s.mr.lkey }
+    Sge {
+        addr: IOVA + off,
+        length: len,
+        lkey: s.mr.lkey,
+    }
 }
 
 pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
-    (0..len).map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed)).collect()
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
 }
 
 /// `(from, opcode name, psn, ack_req, aeth syndrome byte, payload len)` of each captured packet.
-pub fn summary(c: &[roce_emu::sim::Captured]) -> Vec<(usize, String, u32, bool, Option<u8>, usize)> {
+pub fn summary(
+    c: &[roce_emu::sim::Captured],
+) -> Vec<(usize, String, u32, bool, Option<u8>, usize)> {
     c.iter()
         .map(|p| {
             (
@@ -223,7 +314,12 @@ impl Pair {
 impl Drop for Pair {
     fn drop(&mut self) {
         if std::thread::panicking() {
-            eprintln!("sim {} at {:?}; stats {:?}", seed_msg(self.seed), self.net.now, self.net.stats);
+            eprintln!(
+                "sim {} at {:?}; stats {:?}",
+                seed_msg(self.seed),
+                self.net.now,
+                self.net.stats
+            );
         }
     }
 }

@@ -51,7 +51,12 @@ impl Errno {
 
 impl fmt::Debug for Errno {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Errno({} {})", self.0, std::io::Error::from_raw_os_error(self.0))
+        write!(
+            f,
+            "Errno({} {})",
+            self.0,
+            std::io::Error::from_raw_os_error(self.0)
+        )
     }
 }
 

@@ -44,20 +44,26 @@ impl DeviceConfig {
             .filter(|s| !s.is_empty())
             .unwrap_or_else(|| DEFAULT_DEV_NAME.to_string());
         if name.len() >= crate::abi::IBV_SYSFS_NAME_MAX || name.contains('\0') {
-            crate::log::warn(&format!("ROCE_DEV_NAME={name:?} is too long; using {DEFAULT_DEV_NAME}"));
+            crate::log::warn(&format!(
+                "ROCE_DEV_NAME={name:?} is too long; using {DEFAULT_DEV_NAME}"
+            ));
             name = DEFAULT_DEV_NAME.to_string();
         }
         let ip = match get("ROCE_IP") {
             None => IpAddr::V4(Ipv4Addr::LOCALHOST),
             Some(s) => s.trim().parse().unwrap_or_else(|_| {
-                crate::log::warn(&format!("ROCE_IP={s:?} is not an IP address; using 127.0.0.1"));
+                crate::log::warn(&format!(
+                    "ROCE_IP={s:?} is not an IP address; using 127.0.0.1"
+                ));
                 IpAddr::V4(Ipv4Addr::LOCALHOST)
             }),
         };
         let active_mtu = match get("ROCE_MTU") {
             None => crate::abi::IBV_MTU_1024,
             Some(s) => mtu_enum(s.trim().parse().unwrap_or(0)).unwrap_or_else(|| {
-                crate::log::warn(&format!("ROCE_MTU={s:?} is not 256/512/1024/2048/4096; using 1024"));
+                crate::log::warn(&format!(
+                    "ROCE_MTU={s:?} is not 256/512/1024/2048/4096; using 1024"
+                ));
                 crate::abi::IBV_MTU_1024
             }),
         };
@@ -70,7 +76,13 @@ impl DeviceConfig {
         };
         let mac = [0x02, 0x00, tail[0], tail[1], tail[2], tail[3]];
         let quiet = get("ROCE_QUIET").is_some_and(|v| v == "1");
-        DeviceConfig { name, ip, active_mtu, mac, quiet }
+        DeviceConfig {
+            name,
+            ip,
+            active_mtu,
+            mac,
+            quiet,
+        }
     }
 
     /// EUI-64 from the MAC (flip the U/L bit, insert `ff:fe`), as the kernel derives both rxe's
@@ -118,8 +130,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn cfg(vars: &[(&str, &str)]) -> DeviceConfig {
-        let m: HashMap<String, String> =
-            vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         DeviceConfig::from_lookup(|k| m.get(k).cloned())
     }
 
@@ -131,19 +145,35 @@ mod tests {
         assert_eq!(c.active_mtu, crate::abi::IBV_MTU_1024);
         assert_eq!(c.mac, [2, 0, 127, 0, 0, 1]);
         let g = c.gids();
-        assert_eq!(g[0], [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xfe, 0, 0, 1]);
-        assert_eq!(g[1], [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]);
-        assert_eq!(c.node_guid_be().to_ne_bytes(), [0, 0, 0x7f, 0xff, 0xfe, 0, 0, 1]);
+        assert_eq!(
+            g[0],
+            [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0x7f, 0xff, 0xfe, 0, 0, 1]
+        );
+        assert_eq!(
+            g[1],
+            [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 127, 0, 0, 1]
+        );
+        assert_eq!(
+            c.node_guid_be().to_ne_bytes(),
+            [0, 0, 0x7f, 0xff, 0xfe, 0, 0, 1]
+        );
     }
 
     #[test]
     fn env_overrides() {
-        let c = cfg(&[("ROCE_IP", "127.0.0.2"), ("ROCE_DEV_NAME", "roce7"), ("ROCE_MTU", "4096")]);
+        let c = cfg(&[
+            ("ROCE_IP", "127.0.0.2"),
+            ("ROCE_DEV_NAME", "roce7"),
+            ("ROCE_MTU", "4096"),
+        ]);
         assert_eq!(c.name, "roce7");
         assert_eq!(c.gids()[1][12..], [127, 0, 0, 2]);
         assert_eq!(c.active_mtu, crate::abi::IBV_MTU_4096);
         let c = cfg(&[("ROCE_IP", "fd00::5"), ("ROCE_MTU", "1500")]);
-        assert_eq!(c.gids()[1], "fd00::5".parse::<std::net::Ipv6Addr>().unwrap().octets());
+        assert_eq!(
+            c.gids()[1],
+            "fd00::5".parse::<std::net::Ipv6Addr>().unwrap().octets()
+        );
         assert_eq!(c.active_mtu, crate::abi::IBV_MTU_1024);
     }
 }

@@ -19,8 +19,14 @@ pub fn unimplemented_once(verb: &'static str) {
     }
     let mut g = WARNED.lock().unwrap_or_else(|e| e.into_inner());
     if g.get_or_insert_with(HashSet::new).insert(verb) {
-        let call = if verb.contains(' ') { verb.to_string() } else { format!("{verb}()") };
-        warn(&format!("{call} is not implemented by this emulated device; it returns an error"));
+        let call = if verb.contains(' ') {
+            verb.to_string()
+        } else {
+            format!("{verb}()")
+        };
+        warn(&format!(
+            "{call} is not implemented by this emulated device; it returns an error"
+        ));
     }
 }
 

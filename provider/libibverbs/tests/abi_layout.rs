@@ -169,40 +169,112 @@ fn items() -> Vec<Item> {
     let sw = |f: usize| offset_of!(ibv_send_wr, wr) + f;
     let ext = |f: usize| offset_of!(ibv_send_wr, ext) + f;
     let more: &[(&str, usize)] = &[
-        ("offsetof(struct ibv_send_wr, invalidate_rkey)", offset_of!(ibv_send_wr, imm_data)),
-        ("offsetof(struct ibv_send_wr, wr.rdma.remote_addr)", sw(offset_of!(ibv_send_wr_rdma, remote_addr))),
-        ("offsetof(struct ibv_send_wr, wr.rdma.rkey)", sw(offset_of!(ibv_send_wr_rdma, rkey))),
-        ("offsetof(struct ibv_send_wr, wr.atomic.remote_addr)", sw(offset_of!(ibv_send_wr_atomic, remote_addr))),
-        ("offsetof(struct ibv_send_wr, wr.atomic.compare_add)", sw(offset_of!(ibv_send_wr_atomic, compare_add))),
-        ("offsetof(struct ibv_send_wr, wr.atomic.swap)", sw(offset_of!(ibv_send_wr_atomic, swap))),
-        ("offsetof(struct ibv_send_wr, wr.atomic.rkey)", sw(offset_of!(ibv_send_wr_atomic, rkey))),
-        ("offsetof(struct ibv_send_wr, wr.ud.ah)", sw(offset_of!(ibv_send_wr_ud, ah))),
-        ("offsetof(struct ibv_send_wr, wr.ud.remote_qpn)", sw(offset_of!(ibv_send_wr_ud, remote_qpn))),
-        ("offsetof(struct ibv_send_wr, wr.ud.remote_qkey)", sw(offset_of!(ibv_send_wr_ud, remote_qkey))),
-        ("sizeof(((struct ibv_send_wr *)0)->wr)", size_of::<ibv_send_wr_wr>()),
-        ("offsetof(struct ibv_send_wr, qp_type.xrc.remote_srqn)", offset_of!(ibv_send_wr, qp_type)),
-        ("offsetof(struct ibv_send_wr, bind_mw.mw)", ext(offset_of!(ibv_send_wr_bind_mw, mw))),
-        ("offsetof(struct ibv_send_wr, bind_mw.rkey)", ext(offset_of!(ibv_send_wr_bind_mw, rkey))),
-        ("offsetof(struct ibv_send_wr, bind_mw.bind_info)", ext(offset_of!(ibv_send_wr_bind_mw, bind_info))),
-        ("offsetof(struct ibv_send_wr, tso.hdr)", ext(offset_of!(ibv_send_wr_tso, hdr))),
-        ("offsetof(struct ibv_send_wr, tso.hdr_sz)", ext(offset_of!(ibv_send_wr_tso, hdr_sz))),
-        ("offsetof(struct ibv_send_wr, tso.mss)", ext(offset_of!(ibv_send_wr_tso, mss))),
-        ("offsetof(struct ibv_wc, invalidated_rkey)", offset_of!(ibv_wc, imm_data)),
-        ("offsetof(struct ibv_odp_caps, per_transport_caps.rc_odp_caps)",
-            offset_of!(ibv_odp_caps, per_transport_caps) + offset_of!(ibv_odp_caps_per_transport, rc_odp_caps)),
-        ("offsetof(struct ibv_odp_caps, per_transport_caps.ud_odp_caps)",
-            offset_of!(ibv_odp_caps, per_transport_caps) + offset_of!(ibv_odp_caps_per_transport, ud_odp_caps)),
-        ("sizeof(((struct ibv_async_event *)0)->element)", size_of::<ibv_async_event_element>()),
+        (
+            "offsetof(struct ibv_send_wr, invalidate_rkey)",
+            offset_of!(ibv_send_wr, imm_data),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.rdma.remote_addr)",
+            sw(offset_of!(ibv_send_wr_rdma, remote_addr)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.rdma.rkey)",
+            sw(offset_of!(ibv_send_wr_rdma, rkey)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.atomic.remote_addr)",
+            sw(offset_of!(ibv_send_wr_atomic, remote_addr)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.atomic.compare_add)",
+            sw(offset_of!(ibv_send_wr_atomic, compare_add)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.atomic.swap)",
+            sw(offset_of!(ibv_send_wr_atomic, swap)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.atomic.rkey)",
+            sw(offset_of!(ibv_send_wr_atomic, rkey)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.ud.ah)",
+            sw(offset_of!(ibv_send_wr_ud, ah)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.ud.remote_qpn)",
+            sw(offset_of!(ibv_send_wr_ud, remote_qpn)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, wr.ud.remote_qkey)",
+            sw(offset_of!(ibv_send_wr_ud, remote_qkey)),
+        ),
+        (
+            "sizeof(((struct ibv_send_wr *)0)->wr)",
+            size_of::<ibv_send_wr_wr>(),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, qp_type.xrc.remote_srqn)",
+            offset_of!(ibv_send_wr, qp_type),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, bind_mw.mw)",
+            ext(offset_of!(ibv_send_wr_bind_mw, mw)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, bind_mw.rkey)",
+            ext(offset_of!(ibv_send_wr_bind_mw, rkey)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, bind_mw.bind_info)",
+            ext(offset_of!(ibv_send_wr_bind_mw, bind_info)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, tso.hdr)",
+            ext(offset_of!(ibv_send_wr_tso, hdr)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, tso.hdr_sz)",
+            ext(offset_of!(ibv_send_wr_tso, hdr_sz)),
+        ),
+        (
+            "offsetof(struct ibv_send_wr, tso.mss)",
+            ext(offset_of!(ibv_send_wr_tso, mss)),
+        ),
+        (
+            "offsetof(struct ibv_wc, invalidated_rkey)",
+            offset_of!(ibv_wc, imm_data),
+        ),
+        (
+            "offsetof(struct ibv_odp_caps, per_transport_caps.rc_odp_caps)",
+            offset_of!(ibv_odp_caps, per_transport_caps)
+                + offset_of!(ibv_odp_caps_per_transport, rc_odp_caps),
+        ),
+        (
+            "offsetof(struct ibv_odp_caps, per_transport_caps.ud_odp_caps)",
+            offset_of!(ibv_odp_caps, per_transport_caps)
+                + offset_of!(ibv_odp_caps_per_transport, ud_odp_caps),
+        ),
+        (
+            "sizeof(((struct ibv_async_event *)0)->element)",
+            size_of::<ibv_async_event_element>(),
+        ),
         // `struct _compat_ibv_port_attr` is incomplete in v44 verbs.h: it is the fields before
         // `port_cap_flags2`.
-        ("offsetof(struct ibv_port_attr, port_cap_flags2)", COMPAT_PORT_ATTR_LEN),
+        (
+            "offsetof(struct ibv_port_attr, port_cap_flags2)",
+            COMPAT_PORT_ATTR_LEN,
+        ),
         ("sizeof(pthread_mutex_t)", size_of::<pthread_mutex_t>()),
         ("sizeof(pthread_cond_t)", size_of::<pthread_cond_t>()),
         ("IBV_SYSFS_NAME_MAX", IBV_SYSFS_NAME_MAX),
         ("IBV_SYSFS_PATH_MAX", IBV_SYSFS_PATH_MAX),
         ("(size_t)__VERBS_ABI_IS_EXTENDED", VERBS_ABI_IS_EXTENDED),
     ];
-    v.extend(more.iter().map(|(c, r)| Item { c: c.to_string(), rust: *r }));
+    v.extend(more.iter().map(|(c, r)| Item {
+        c: c.to_string(),
+        rust: *r,
+    }));
     v
 }
 
@@ -228,46 +300,91 @@ fn constants() -> Vec<Item> {
         ("IBV_QP_RATE_LIMIT", IBV_QP_RATE_LIMIT as i64),
         ("IBV_WR_SEND", IBV_WR_SEND as i64),
         ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ as i64),
-        ("IBV_WR_ATOMIC_FETCH_AND_ADD", IBV_WR_ATOMIC_FETCH_AND_ADD as i64),
+        (
+            "IBV_WR_ATOMIC_FETCH_AND_ADD",
+            IBV_WR_ATOMIC_FETCH_AND_ADD as i64,
+        ),
         ("IBV_WR_ATOMIC_WRITE", IBV_WR_ATOMIC_WRITE as i64),
         ("IBV_SEND_SIGNALED", IBV_SEND_SIGNALED as i64),
         ("IBV_SEND_INLINE", IBV_SEND_INLINE as i64),
         ("IBV_WC_WR_FLUSH_ERR", IBV_WC_WR_FLUSH_ERR as i64),
-        ("IBV_WC_TM_RNDV_INCOMPLETE", IBV_WC_TM_RNDV_INCOMPLETE as i64),
-        ("IBV_WC_RECV_RDMA_WITH_IMM", IBV_WC_RECV_RDMA_WITH_IMM as i64),
+        (
+            "IBV_WC_TM_RNDV_INCOMPLETE",
+            IBV_WC_TM_RNDV_INCOMPLETE as i64,
+        ),
+        (
+            "IBV_WC_RECV_RDMA_WITH_IMM",
+            IBV_WC_RECV_RDMA_WITH_IMM as i64,
+        ),
         ("IBV_WC_ATOMIC_WRITE", IBV_WC_ATOMIC_WRITE as i64),
         ("IBV_WC_GRH", IBV_WC_GRH as i64),
         ("IBV_WC_WITH_INV", IBV_WC_WITH_INV as i64),
         ("IBV_ACCESS_REMOTE_ATOMIC", IBV_ACCESS_REMOTE_ATOMIC as i64),
-        ("IBV_ACCESS_OPTIONAL_RANGE", IBV_ACCESS_OPTIONAL_RANGE as i64),
+        (
+            "IBV_ACCESS_OPTIONAL_RANGE",
+            IBV_ACCESS_OPTIONAL_RANGE as i64,
+        ),
         ("IBV_EVENT_PORT_ACTIVE", IBV_EVENT_PORT_ACTIVE as i64),
-        ("IBV_EVENT_SRQ_LIMIT_REACHED", IBV_EVENT_SRQ_LIMIT_REACHED as i64),
+        (
+            "IBV_EVENT_SRQ_LIMIT_REACHED",
+            IBV_EVENT_SRQ_LIMIT_REACHED as i64,
+        ),
         ("IBV_GID_TYPE_ROCE_V2", IBV_GID_TYPE_ROCE_V2 as i64),
         ("IBV_FORK_UNNEEDED", IBV_FORK_UNNEEDED as i64),
         ("IBV_PORT_CM_SUP", IBV_PORT_CM_SUP as i64),
-        ("IBV_DEVICE_MEM_MGT_EXTENSIONS", IBV_DEVICE_MEM_MGT_EXTENSIONS as i64),
+        (
+            "IBV_DEVICE_MEM_MGT_EXTENSIONS",
+            IBV_DEVICE_MEM_MGT_EXTENSIONS as i64,
+        ),
         ("IBV_QP_INIT_ATTR_PD", IBV_QP_INIT_ATTR_PD as i64),
-        ("IBV_QP_INIT_ATTR_SEND_OPS_FLAGS", IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as i64),
-        ("IBV_QP_INIT_ATTR_CREATE_FLAGS", IBV_QP_INIT_ATTR_CREATE_FLAGS as i64),
-        ("IBV_QP_EX_WITH_RDMA_WRITE", IBV_QP_EX_WITH_RDMA_WRITE as i64),
+        (
+            "IBV_QP_INIT_ATTR_SEND_OPS_FLAGS",
+            IBV_QP_INIT_ATTR_SEND_OPS_FLAGS as i64,
+        ),
+        (
+            "IBV_QP_INIT_ATTR_CREATE_FLAGS",
+            IBV_QP_INIT_ATTR_CREATE_FLAGS as i64,
+        ),
+        (
+            "IBV_QP_EX_WITH_RDMA_WRITE",
+            IBV_QP_EX_WITH_RDMA_WRITE as i64,
+        ),
         ("IBV_QP_EX_WITH_SEND", IBV_QP_EX_WITH_SEND as i64),
         ("IBV_QP_EX_WITH_RDMA_READ", IBV_QP_EX_WITH_RDMA_READ as i64),
-        ("IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD", IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as i64),
+        (
+            "IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD",
+            IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD as i64,
+        ),
         ("IBV_QP_EX_WITH_LOCAL_INV", IBV_QP_EX_WITH_LOCAL_INV as i64),
         ("IBV_QP_EX_WITH_BIND_MW", IBV_QP_EX_WITH_BIND_MW as i64),
-        ("IBV_QP_EX_WITH_SEND_WITH_INV", IBV_QP_EX_WITH_SEND_WITH_INV as i64),
+        (
+            "IBV_QP_EX_WITH_SEND_WITH_INV",
+            IBV_QP_EX_WITH_SEND_WITH_INV as i64,
+        ),
         ("IBV_QP_EX_WITH_TSO", IBV_QP_EX_WITH_TSO as i64),
-        ("IBV_QP_EX_WITH_ATOMIC_WRITE", IBV_QP_EX_WITH_ATOMIC_WRITE as i64),
+        (
+            "IBV_QP_EX_WITH_ATOMIC_WRITE",
+            IBV_QP_EX_WITH_ATOMIC_WRITE as i64,
+        ),
     ];
-    c.iter().map(|(n, v)| Item { c: format!("(long long){n}"), rust: *v as usize }).collect()
+    c.iter()
+        .map(|(n, v)| Item {
+            c: format!("(long long){n}"),
+            rust: *v as usize,
+        })
+        .collect()
 }
 
 #[test]
 fn mirrors_match_the_installed_verbs_h() {
     let header = Path::new("/usr/include/infiniband/verbs.h");
-    if !prerequisite(which("cc").is_some(), "a C compiler `cc` (apt-get install gcc)")
-        || !prerequisite(header.exists(), "infiniband/verbs.h (apt-get install libibverbs-dev)")
-    {
+    if !prerequisite(
+        which("cc").is_some(),
+        "a C compiler `cc` (apt-get install gcc)",
+    ) || !prerequisite(
+        header.exists(),
+        "infiniband/verbs.h (apt-get install libibverbs-dev)",
+    ) {
         return;
     }
     let mut all = items();
@@ -279,14 +396,26 @@ fn mirrors_match_the_installed_verbs_h() {
         "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
     );
     for it in &all {
-        src.push_str(&format!("    printf(\"%lld\\n\", (long long)({}));\n", it.c));
+        src.push_str(&format!(
+            "    printf(\"%lld\\n\", (long long)({}));\n",
+            it.c
+        ));
     }
     src.push_str("    return 0;\n}\n");
     let c = dir.join("layout.c");
     let exe = dir.join("layout");
     std::fs::write(&c, &src).unwrap();
-    let cc = Command::new("cc").args(["-std=gnu11", "-o"]).arg(&exe).arg(&c).output().unwrap();
-    assert!(cc.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&cc.stderr));
+    let cc = Command::new("cc")
+        .args(["-std=gnu11", "-o"])
+        .arg(&exe)
+        .arg(&c)
+        .output()
+        .unwrap();
+    assert!(
+        cc.status.success(),
+        "cc failed:\n{}",
+        String::from_utf8_lossy(&cc.stderr)
+    );
     let out = Command::new(&exe).output().unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
     let got: Vec<i64> = text.lines().map(|l| l.parse().unwrap()).collect();
@@ -298,6 +427,14 @@ fn mirrors_match_the_installed_verbs_h() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
-    assert!(bad.is_empty(), "{} mismatches:\n{}", bad.len(), bad.join("\n"));
-    println!("{n_layout} sizes/alignments/offsets and {} constants equal the installed verbs.h", all.len() - n_layout);
+    assert!(
+        bad.is_empty(),
+        "{} mismatches:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+    println!(
+        "{n_layout} sizes/alignments/offsets and {} constants equal the installed verbs.h",
+        all.len() - n_layout
+    );
 }

@@ -55,7 +55,10 @@ pub fn device() -> *mut ibv_device {
     *DEVICE.get_or_init(|| {
         let cfg = config();
         let mut dev = Box::new(ibv_device {
-            _ops: _ibv_device_ops { _dummy1: None, _dummy2: None },
+            _ops: _ibv_device_ops {
+                _dummy1: None,
+                _dummy2: None,
+            },
             node_type: IBV_NODE_CA,
             transport_type: IBV_TRANSPORT_IB,
             name: [0; IBV_SYSFS_NAME_MAX],
@@ -172,16 +175,22 @@ pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int 
 fn new_context(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     let cfg = config();
     let queue = EventQueue::new().map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
-    let events = AsyncEventSink { queue: Arc::new(queue) };
+    let events = AsyncEventSink {
+        queue: Arc::new(queue),
+    };
     // SAFETY: plain syscall; the fd is owned from here on. It stands in for the uverbs command
     // fd, which programs only pass back to libibverbs (ibv_import_device is not supported).
     let cmd = unsafe { libc::eventfd(0, libc::EFD_CLOEXEC) };
     if cmd < 0 {
-        return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EMFILE));
+        return Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(libc::EMFILE));
     }
     // SAFETY: fresh descriptor.
     let cmd = unsafe { OwnedFd::from_raw_fd(cmd) };
-    let backend = backend().open_device(cfg, events.clone()).map_err(|e| e.0)?;
+    let backend = backend()
+        .open_device(cfg, events.clone())
+        .map_err(|e| e.0)?;
     let num_comp_vectors = std::thread::available_parallelism().map_or(1, |n| n.get()) as c_int;
 
     let vctx = verbs_context {
@@ -300,7 +309,10 @@ mod tests {
             assert_eq!((*ctx).abi_compat as usize, usize::MAX);
             assert_eq!((*ctx).device, dev);
             // verbs_get_ctx(): container_of with the v44 offset, then `sz`.
-            let vctx = ctx.cast::<u8>().sub(offset_of!(verbs_context, context)).cast::<verbs_context>();
+            let vctx = ctx
+                .cast::<u8>()
+                .sub(offset_of!(verbs_context, context))
+                .cast::<verbs_context>();
             assert_eq!((*vctx).sz, 696);
             assert!((*vctx).query_port.is_some());
             assert!((*ctx).ops.post_send.is_some() && (*ctx).ops.poll_cq.is_some());

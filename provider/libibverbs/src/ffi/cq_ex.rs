@@ -37,11 +37,19 @@ pub(crate) fn install(c: &mut ibv_cq_ex) {
 fn step(cq: *mut ibv_cq_ex) -> i32 {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else { return libc::EINVAL };
+        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object's C struct; `context` never changes after creation.
-        let Some(ctx) = super::context::from_ptr(unsafe { (*c.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = super::context::from_ptr(unsafe { (*c.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         let mut cur = c.cur.lock().unwrap_or_else(|e| e.into_inner());
-        match ctx.inner.backend.poll_cq(c.id, core::slice::from_mut(&mut *cur)) {
+        match ctx
+            .inner
+            .backend
+            .poll_cq(c.id, core::slice::from_mut(&mut *cur))
+        {
             Ok(0) => libc::ENOENT,
             Ok(_) => {
                 // SAFETY: written under `cur`'s lock; see module docs.

@@ -37,7 +37,10 @@ impl<T> EventQueue<T> {
         }
         // SAFETY: `fd` is a fresh descriptor nobody else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        Ok(EventQueue { fd, queue: Mutex::new(VecDeque::new()) })
+        Ok(EventQueue {
+            fd,
+            queue: Mutex::new(VecDeque::new()),
+        })
     }
 
     pub fn raw_fd(&self) -> i32 {
@@ -64,7 +67,9 @@ impl<T> EventQueue<T> {
             // SAFETY: reads 8 bytes into a local from our eventfd.
             let n = unsafe { libc::read(self.fd.as_raw_fd(), (&mut v as *mut u64).cast(), 8) };
             if n != 8 {
-                return Err(std::io::Error::last_os_error().raw_os_error().unwrap_or(libc::EIO));
+                return Err(std::io::Error::last_os_error()
+                    .raw_os_error()
+                    .unwrap_or(libc::EIO));
             }
             if let Some(rec) = self.lock().pop_front() {
                 return Ok(rec);
@@ -84,7 +89,11 @@ impl<T> EventQueue<T> {
             let mut v: u64 = 0;
             // Non-blocking drain: temporarily via poll so a program's blocking fd is not
             // changed. A token a concurrent `pop` already took is simply not there.
-            let mut pfd = libc::pollfd { fd: self.fd.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+            let mut pfd = libc::pollfd {
+                fd: self.fd.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
             // SAFETY: poll on one valid pollfd, zero timeout; then an 8-byte read into a local.
             unsafe {
                 if libc::poll(&mut pfd, 1, 0) != 1 {
@@ -126,7 +135,10 @@ pub struct CqNotifier {
 
 impl CqNotifier {
     pub(crate) fn new(channel: &Channel, cq: usize) -> CqNotifier {
-        CqNotifier { queue: channel.events.clone(), cq }
+        CqNotifier {
+            queue: channel.events.clone(),
+            cq,
+        }
     }
     /// Queues one completion event for this CQ on its channel (what the kernel does when an
     /// armed CQ gets a completion). The engine must disarm the CQ itself: one event per
@@ -138,11 +150,18 @@ impl CqNotifier {
 
 impl std::fmt::Debug for CqNotifier {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "CqNotifier(fd {}, cq {:#x})", self.queue.raw_fd(), self.cq)
+        write!(
+            f,
+            "CqNotifier(fd {}, cq {:#x})",
+            self.queue.raw_fd(),
+            self.cq
+        )
     }
 }
 
-pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *mut ibv_comp_channel {
+pub unsafe extern "C" fn ibv_create_comp_channel(
+    context: *mut ibv_context,
+) -> *mut ibv_comp_channel {
     guard(core::ptr::null_mut(), || {
         if super::context::from_ptr(context).is_none() {
             set_errno(libc::EINVAL);
@@ -156,7 +175,11 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
             }
         };
         let ch = Box::new(Channel {
-            c: core::cell::UnsafeCell::new(ibv_comp_channel { context, fd: events.raw_fd(), refcnt: 0 }),
+            c: core::cell::UnsafeCell::new(ibv_comp_channel {
+                context,
+                fd: events.raw_fd(),
+                refcnt: 0,
+            }),
             events,
             refcnt: Mutex::new(0),
             magic: <Channel as objects::Live>::alive(),
@@ -168,7 +191,9 @@ pub unsafe extern "C" fn ibv_create_comp_channel(context: *mut ibv_context) -> *
 pub unsafe extern "C" fn ibv_destroy_comp_channel(channel: *mut ibv_comp_channel) -> i32 {
     guard(libc::EIO, || {
         // SAFETY: a channel pointer we handed out (module contract).
-        let Some(ch) = (unsafe { objects::obj::<Channel, _>(channel) }) else { return libc::EINVAL };
+        let Some(ch) = (unsafe { objects::obj::<Channel, _>(channel) }) else {
+            return libc::EINVAL;
+        };
         if *ch.refcnt.lock().unwrap_or_else(|e| e.into_inner()) != 0 {
             return libc::EBUSY;
         }
@@ -204,7 +229,8 @@ pub unsafe extern "C" fn ibv_get_cq_event(
                 let c = addr as *mut Cq;
                 // SAFETY: queued CQ addresses are live (purged on destroy); out-pointers checked.
                 unsafe {
-                    (*c).comp_events_reported.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+                    (*c).comp_events_reported
+                        .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
                     *cq = c.cast();
                     *cq_context = (*(*c).c.get()).cq_context;
                 }
@@ -258,7 +284,10 @@ pub struct AsyncEventSink {
 impl AsyncEventSink {
     /// Queues an async event (`IBV_EVENT_*`) for the program's `ibv_get_async_event`.
     pub fn post(&self, element: AsyncElement, event_type: u32) {
-        self.queue.push(AsyncRecord { element, event_type });
+        self.queue.push(AsyncRecord {
+            element,
+            event_type,
+        });
     }
 }
 
@@ -289,14 +318,25 @@ pub unsafe extern "C" fn ibv_get_async_event(
         match ctx.inner.events.queue.pop() {
             Ok(rec) => {
                 let element = match rec.element {
-                    AsyncElement::Cq(p) => ibv_async_event_element { cq: p as *mut ibv_cq },
-                    AsyncElement::Qp(p) => ibv_async_event_element { qp: p as *mut ibv_qp },
-                    AsyncElement::Srq(p) => ibv_async_event_element { srq: p as *mut ibv_srq },
+                    AsyncElement::Cq(p) => ibv_async_event_element {
+                        cq: p as *mut ibv_cq,
+                    },
+                    AsyncElement::Qp(p) => ibv_async_event_element {
+                        qp: p as *mut ibv_qp,
+                    },
+                    AsyncElement::Srq(p) => ibv_async_event_element {
+                        srq: p as *mut ibv_srq,
+                    },
                     AsyncElement::Port(n) => ibv_async_event_element { port_num: n as i32 },
                     AsyncElement::Device => ibv_async_event_element { port_num: 0 },
                 };
                 // SAFETY: `event` checked non-NULL; the program provides the storage.
-                unsafe { event.write(ibv_async_event { element, event_type: rec.event_type }) };
+                unsafe {
+                    event.write(ibv_async_event {
+                        element,
+                        event_type: rec.event_type,
+                    })
+                };
                 0
             }
             Err(e) => {

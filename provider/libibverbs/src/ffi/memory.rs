@@ -71,7 +71,9 @@ impl MrMemory {
         for (i, d) in dst.chunks_mut(COPY_PIECE).enumerate() {
             // SAFETY: in bounds of the registered mapping (module docs); `dst` is our own buffer
             // and cannot overlap application memory we were handed (it is a Rust-owned slice).
-            unsafe { core::ptr::copy_nonoverlapping(p.add(i * COPY_PIECE), d.as_mut_ptr(), d.len()) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(p.add(i * COPY_PIECE), d.as_mut_ptr(), d.len())
+            };
         }
         Ok(())
     }
@@ -100,9 +102,11 @@ impl MrMemory {
     /// program); returns the original value.
     pub fn compare_swap(&self, offset: usize, compare: u64, swap: u64) -> Result<u64, Errno> {
         let a = self.atomic(offset)?;
-        Ok(match a.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
-            Ok(v) | Err(v) => v,
-        })
+        Ok(
+            match a.compare_exchange(compare, swap, Ordering::SeqCst, Ordering::SeqCst) {
+                Ok(v) | Err(v) => v,
+            },
+        )
     }
 
     /// IBA fetch-and-add; returns the original value.

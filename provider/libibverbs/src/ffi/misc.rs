@@ -64,7 +64,11 @@ pub extern "C" fn ibv_event_type_str(event: c_int) -> *const c_char {
         c"GID table change",
         c"WQ fatal",
     ];
-    s(usize::try_from(event).ok().and_then(|i| T.get(i)).copied().unwrap_or(c"unknown"))
+    s(usize::try_from(event)
+        .ok()
+        .and_then(|i| T.get(i))
+        .copied()
+        .unwrap_or(c"unknown"))
 }
 
 pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
@@ -94,7 +98,11 @@ pub extern "C" fn ibv_wc_status_str(status: c_int) -> *const c_char {
         c"TM error",
         c"TM software rendezvous",
     ];
-    s(usize::try_from(status).ok().and_then(|i| T.get(i)).copied().unwrap_or(c"unknown"))
+    s(usize::try_from(status)
+        .ok()
+        .and_then(|i| T.get(i))
+        .copied()
+        .unwrap_or(c"unknown"))
 }
 
 /// `enum ibv_rate` value, its multiple of 2.5 Gb/s (IBA static rate; -1 where none) and its
@@ -134,7 +142,10 @@ pub extern "C" fn mult_to_ibv_rate(mult: c_int) -> c_int {
     if mult < 0 {
         return IBV_RATE_MAX;
     }
-    RATES.iter().find(|r| r.1 == mult).map_or(IBV_RATE_MAX, |r| r.0)
+    RATES
+        .iter()
+        .find(|r| r.1 == mult)
+        .map_or(IBV_RATE_MAX, |r| r.0)
 }
 
 pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
@@ -142,7 +153,10 @@ pub extern "C" fn ibv_rate_to_mbps(rate: c_int) -> c_int {
 }
 
 pub extern "C" fn mbps_to_ibv_rate(mbps: c_int) -> c_int {
-    RATES.iter().find(|r| r.2 == mbps).map_or(IBV_RATE_MAX, |r| r.0)
+    RATES
+        .iter()
+        .find(|r| r.2 == mbps)
+        .map_or(IBV_RATE_MAX, |r| r.0)
 }
 
 static FORK_INIT: AtomicBool = AtomicBool::new(false);
@@ -172,7 +186,9 @@ pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
     static PATH: std::sync::OnceLock<std::ffi::CString> = std::sync::OnceLock::new();
     PATH.get_or_init(|| {
         let p = std::env::var("SYSFS_PATH").ok().filter(|p| !p.is_empty());
-        let p = p.map(|p| p.trim_end_matches('/').to_string()).unwrap_or_else(|| "/sys".into());
+        let p = p
+            .map(|p| p.trim_end_matches('/').to_string())
+            .unwrap_or_else(|| "/sys".into());
         std::ffi::CString::new(p).unwrap_or_else(|_| c"/sys".to_owned())
     })
     .as_ptr()
@@ -267,10 +283,16 @@ mod tests {
     fn strings_and_rates() {
         assert_eq!(st(ibv_wc_status_str(0)), "success");
         assert_eq!(st(ibv_wc_status_str(5)), "Work Request Flushed Error");
-        assert_eq!(st(ibv_wc_status_str(12)), "transport retry counter exceeded");
+        assert_eq!(
+            st(ibv_wc_status_str(12)),
+            "transport retry counter exceeded"
+        );
         assert_eq!(st(ibv_wc_status_str(99)), "unknown");
         assert_eq!(st(ibv_event_type_str(9)), "port active");
-        assert_eq!(st(ibv_node_type_str(IBV_NODE_CA)), "InfiniBand channel adapter");
+        assert_eq!(
+            st(ibv_node_type_str(IBV_NODE_CA)),
+            "InfiniBand channel adapter"
+        );
         assert_eq!(st(ibv_port_state_str(4)), "active");
         assert_eq!(ibv_rate_to_mult(3), 4);
         assert_eq!(mult_to_ibv_rate(4), 3);
@@ -286,17 +308,26 @@ mod tests {
         let dir = std::ffi::CString::new(ibdev_path(config())).unwrap();
         let mut buf = [0 as c_char; 64];
         // SAFETY: valid C strings and buffer.
-        let n = unsafe { ibv_read_sysfs_file(dir.as_ptr(), c"board_id".as_ptr(), buf.as_mut_ptr(), 64) };
+        let n = unsafe {
+            ibv_read_sysfs_file(dir.as_ptr(), c"board_id".as_ptr(), buf.as_mut_ptr(), 64)
+        };
         assert_eq!(n as usize, device::BOARD_ID.len());
         // SAFETY: NUL-terminated by the call.
         assert!(st_buf(&buf).starts_with("roce-emu"));
         let mut small = [0 as c_char; 4];
         // SAFETY: as above.
-        assert_eq!(unsafe { ibv_read_sysfs_file(dir.as_ptr(), c"board_id".as_ptr(), small.as_mut_ptr(), 4) }, -1);
+        assert_eq!(
+            unsafe {
+                ibv_read_sysfs_file(dir.as_ptr(), c"board_id".as_ptr(), small.as_mut_ptr(), 4)
+            },
+            -1
+        );
     }
 
     fn st_buf(b: &[c_char]) -> String {
         // SAFETY: NUL-terminated local buffer.
-        unsafe { CStr::from_ptr(b.as_ptr()) }.to_string_lossy().into_owned()
+        unsafe { CStr::from_ptr(b.as_ptr()) }
+            .to_string_lossy()
+            .into_owned()
     }
 }

@@ -145,7 +145,10 @@ pub(crate) unsafe fn obj<'a, W: Live, C>(p: *mut C) -> Option<&'a W> {
     } else {
         crate::log::misuse_once(
             W::WHAT,
-            &format!("a {} that was destroyed (or is not one) was passed to a verb; it returns EINVAL", W::WHAT),
+            &format!(
+                "a {} that was destroyed (or is not one) was passed to a verb; it returns EINVAL",
+                W::WHAT
+            ),
         );
         None
     }
@@ -188,10 +191,19 @@ pub(crate) fn bump_u32(field: *mut u32, lock: &Mutex<()>, n: u32) {
 
 pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd {
     guard(null_mut(), || {
-        let Some(ctx) = ctx_of(context) else { return null_with(Errno::EINVAL) };
+        let Some(ctx) = ctx_of(context) else {
+            return null_with(Errno::EINVAL);
+        };
         match ctx.inner.backend.alloc_pd() {
             Ok(id) => {
-                let pd = Box::new(Pd { c: UnsafeCell::new(ibv_pd { context, handle: id.0 as u32 }), id, magic: Pd::alive() });
+                let pd = Box::new(Pd {
+                    c: UnsafeCell::new(ibv_pd {
+                        context,
+                        handle: id.0 as u32,
+                    }),
+                    id,
+                    magic: Pd::alive(),
+                });
                 Box::into_raw(pd).cast()
             }
             Err(e) => null_with(noted("ibv_alloc_pd", e)),
@@ -202,9 +214,13 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
 pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else { return libc::EINVAL };
+        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: reading our own object's C struct.
-        let Some(ctx) = ctx_of(unsafe { (*p.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*p.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         match ctx.inner.backend.dealloc_pd(p.id) {
             Ok(()) => {
                 // SAFETY: boxed by ibv_alloc_pd; freed once, here.
@@ -219,7 +235,12 @@ pub unsafe extern "C" fn ibv_dealloc_pd(pd: *mut ibv_pd) -> c_int {
 // ---------------------------------------------------------------------------------------------
 // MR
 
-pub unsafe extern "C" fn ibv_reg_mr(pd: *mut ibv_pd, addr: *mut c_void, length: usize, access: c_int) -> *mut ibv_mr {
+pub unsafe extern "C" fn ibv_reg_mr(
+    pd: *mut ibv_pd,
+    addr: *mut c_void,
+    length: usize,
+    access: c_int,
+) -> *mut ibv_mr {
     // SAFETY: forwarded.
     unsafe { ibv_reg_mr_iova2(pd, addr, length, addr as u64, access as c_uint) }
 }
@@ -244,10 +265,14 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 ) -> *mut ibv_mr {
     guard(null_mut(), || {
         // SAFETY: module contract.
-        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else { return null_with(Errno::EINVAL) };
+        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else {
+            return null_with(Errno::EINVAL);
+        };
         // SAFETY: our object.
         let context = unsafe { (*p.c.get()).context };
-        let Some(ctx) = ctx_of(context) else { return null_with(Errno::EINVAL) };
+        let Some(ctx) = ctx_of(context) else {
+            return null_with(Errno::EINVAL);
+        };
         let mem = match MrMemory::new(addr as usize, length) {
             Ok(m) => m,
             Err(e) => return null_with(e),
@@ -279,9 +304,13 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
 pub unsafe extern "C" fn ibv_dereg_mr(mr: *mut ibv_mr) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(m) = (unsafe { obj::<Mr, _>(mr) }) else { return libc::EINVAL };
+        let Some(m) = (unsafe { obj::<Mr, _>(mr) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*m.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*m.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         match ctx.inner.backend.dereg_mr(m.id) {
             Ok(()) => {
                 // SAFETY: boxed by ibv_reg_mr*; freed once.
@@ -362,7 +391,12 @@ fn new_cq(
     }));
     // SAFETY: `channel` is NULL or a channel we handed out.
     let notifier = unsafe { ch.as_ref() }.map(|c| CqNotifier::new(c, cq as usize));
-    let init = CqInit { cqe: cqe as u32, comp_vector: comp_vector as u32, notifier, cookie: cq as u64 };
+    let init = CqInit {
+        cqe: cqe as u32,
+        comp_vector: comp_vector as u32,
+        notifier,
+        cookie: cq as u64,
+    };
     match ctx.inner.backend.create_cq(init) {
         Ok(info) => {
             // SAFETY: `cq` is not yet visible to the program or the engine's notifier users
@@ -396,9 +430,11 @@ pub unsafe extern "C" fn ibv_create_cq(
     channel: *mut ibv_comp_channel,
     comp_vector: c_int,
 ) -> *mut ibv_cq {
-    guard(null_mut(), || match new_cq(context, cqe, cq_context, channel, comp_vector, false) {
-        Ok(cq) => cq.cast(),
-        Err(e) => null_with(e),
+    guard(null_mut(), || {
+        match new_cq(context, cqe, cq_context, channel, comp_vector, false) {
+            Ok(cq) => cq.cast(),
+            Err(e) => null_with(e),
+        }
     })
 }
 
@@ -406,7 +442,10 @@ pub unsafe extern "C" fn ibv_create_cq(
 /// `ibv_next_poll`, `ibv_wc_read_*`) reads the same `DeviceContext::poll_cq` one completion at a
 /// time (`cq_ex.rs`). Completion timestamps, CVLAN, flow tags, tag matching and parent domains are
 /// refused with `EOPNOTSUPP` (`ibv_query_device_ex` reports no timestamp support).
-pub unsafe extern "C" fn create_cq_ex_op(context: *mut ibv_context, attr: *mut ibv_cq_init_attr_ex) -> *mut ibv_cq_ex {
+pub unsafe extern "C" fn create_cq_ex_op(
+    context: *mut ibv_context,
+    attr: *mut ibv_cq_init_attr_ex,
+) -> *mut ibv_cq_ex {
     guard(null_mut(), || {
         if attr.is_null() {
             return null_with(Errno::EINVAL);
@@ -437,9 +476,13 @@ pub unsafe extern "C" fn create_cq_ex_op(context: *mut ibv_context, attr: *mut i
 pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else { return libc::EINVAL };
+        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         if cqe < 1 {
             return libc::EINVAL;
         }
@@ -458,16 +501,24 @@ pub unsafe extern "C" fn ibv_resize_cq(cq: *mut ibv_cq, cqe: c_int) -> c_int {
 /// `ibv_ack_cq_events`.
 pub(crate) fn cq_ack(c: &Cq, n: u32) {
     // SAFETY: field of our live object.
-    bump_u32(unsafe { core::ptr::addr_of_mut!((*c.c.get()).comp_events_completed) }, &c.lock, n);
+    bump_u32(
+        unsafe { core::ptr::addr_of_mut!((*c.c.get()).comp_events_completed) },
+        &c.lock,
+        n,
+    );
     c.acked.notify_all();
 }
 
 pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else { return libc::EINVAL };
+        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         if let Err(e) = ctx.inner.backend.destroy_cq(c.id) {
             return noted("ibv_destroy_cq", e).0;
         }
@@ -483,7 +534,10 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
                 if done >= c.comp_events_reported.load(Ordering::Acquire) {
                     break;
                 }
-                let (g2, t) = c.acked.wait_timeout(g, Duration::from_secs(2)).unwrap_or_else(|e| e.into_inner());
+                let (g2, t) = c
+                    .acked
+                    .wait_timeout(g, Duration::from_secs(2))
+                    .unwrap_or_else(|e| e.into_inner());
                 g = g2;
                 if t.timed_out() && !warned {
                     warned = true;
@@ -506,9 +560,13 @@ pub unsafe extern "C" fn ibv_destroy_cq(cq: *mut ibv_cq) -> c_int {
 unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_wc) -> c_int {
     guard(-libc::EIO, || {
         // SAFETY: module contract.
-        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else { return -libc::EINVAL };
+        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else {
+            return -libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else { return -libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else {
+            return -libc::EINVAL;
+        };
         if num_entries < 0 || (wc.is_null() && num_entries > 0) {
             return -libc::EINVAL;
         }
@@ -528,9 +586,13 @@ unsafe extern "C" fn poll_cq(cq: *mut ibv_cq, num_entries: c_int, wc: *mut ibv_w
 unsafe extern "C" fn req_notify_cq(cq: *mut ibv_cq, solicited_only: c_int) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else { return libc::EINVAL };
+        let Some(c) = (unsafe { obj::<Cq, _>(cq) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*c.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         match ctx.inner.backend.req_notify_cq(c.id, solicited_only != 0) {
             Ok(()) => 0,
             Err(e) => noted("ibv_req_notify_cq", e).0,
@@ -564,7 +626,11 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
     // SAFETY: as above.
     let rcq = unsafe { obj::<Cq, _>(a.recv_cq) }.ok_or(Errno::EINVAL)?;
     // SAFETY: as above.
-    let srq = if a.srq.is_null() { None } else { Some(unsafe { obj::<Srq, _>(a.srq) }.ok_or(Errno::EINVAL)?.id) };
+    let srq = if a.srq.is_null() {
+        None
+    } else {
+        Some(unsafe { obj::<Srq, _>(a.srq) }.ok_or(Errno::EINVAL)?.id)
+    };
     if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
         return Err(Errno::EOPNOTSUPP);
     }
@@ -653,7 +719,10 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
     }
 }
 
-pub unsafe extern "C" fn ibv_create_qp(pd: *mut ibv_pd, qp_init_attr: *mut ibv_qp_init_attr) -> *mut ibv_qp {
+pub unsafe extern "C" fn ibv_create_qp(
+    pd: *mut ibv_pd,
+    qp_init_attr: *mut ibv_qp_init_attr,
+) -> *mut ibv_qp {
     guard(null_mut(), || {
         if qp_init_attr.is_null() {
             return null_with(Errno::EINVAL);
@@ -695,14 +764,16 @@ pub unsafe extern "C" fn create_qp_ex_op(
         }
         // SAFETY: non-NULL program struct.
         let ia = unsafe { &*attr };
-        let known = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+        let known =
+            IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS;
         let flags_ok = ia.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS == 0 || ia.create_flags == 0;
         if ia.comp_mask & IBV_QP_INIT_ATTR_PD == 0 || ia.comp_mask & !known != 0 || !flags_ok {
             // XRC, RSS, TSO headers, create flags, … need the engine.
             unimplemented_once("ibv_create_qp_ex (XRC/RSS/TSO/create_flags)");
             return null_with(Errno::EOPNOTSUPP);
         }
-        let send_ops = (ia.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(ia.send_ops_flags);
+        let send_ops =
+            (ia.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS != 0).then_some(ia.send_ops_flags);
         if let Some(ops) = send_ops {
             if ops & !super::wr::SUPPORTED_SEND_OPS != 0 {
                 unimplemented_once("ibv_create_qp_ex (send_ops_flags BIND_MW/TSO/FLUSH)");
@@ -740,12 +811,20 @@ pub unsafe extern "C" fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
     }
 }
 
-pub unsafe extern "C" fn ibv_modify_qp(qp: *mut ibv_qp, attr: *mut ibv_qp_attr, attr_mask: c_int) -> c_int {
+pub unsafe extern "C" fn ibv_modify_qp(
+    qp: *mut ibv_qp,
+    attr: *mut ibv_qp_attr,
+    attr_mask: c_int,
+) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else {
+            return libc::EINVAL;
+        };
         if attr.is_null() {
             return libc::EINVAL;
         }
@@ -773,10 +852,14 @@ pub unsafe extern "C" fn ibv_query_qp(
 ) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
         let base = unsafe { &(*q.c.get()).base.qp_base };
-        let Some(ctx) = ctx_of(base.context) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(base.context) else {
+            return libc::EINVAL;
+        };
         if attr.is_null() || init_attr.is_null() {
             return libc::EINVAL;
         }
@@ -806,9 +889,13 @@ pub unsafe extern "C" fn ibv_query_qp(
 pub unsafe extern "C" fn ibv_destroy_qp(qp: *mut ibv_qp) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else {
+            return libc::EINVAL;
+        };
         match ctx.inner.backend.destroy_qp(q.id) {
             Ok(()) => {
                 purge_async(&ctx.inner.events, AsyncElement::Qp(qp as u64));
@@ -836,13 +923,21 @@ unsafe fn sges<'a>(sg: *const ibv_sge, n: c_int) -> Result<&'a [ibv_sge], Errno>
     Ok(unsafe { core::slice::from_raw_parts(sg, n as usize) })
 }
 
-unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *mut *mut ibv_send_wr) -> c_int {
+unsafe extern "C" fn post_send(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_send_wr,
+    bad_wr: *mut *mut ibv_send_wr,
+) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
         let base = unsafe { &(*q.c.get()).base.qp_base };
-        let Some(ctx) = ctx_of(base.context) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(base.context) else {
+            return libc::EINVAL;
+        };
         let is_ud = base.qp_type == IBV_QPT_UD;
         let mut cur = wr;
         while !cur.is_null() {
@@ -877,7 +972,11 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *m
                 unsafe {
                     if is_ud {
                         let ah = obj::<Ah, _>(w.wr.ud.ah).ok_or(Errno::EINVAL)?;
-                        s.ud = Some(UdDest { ah: ah.id, remote_qpn: w.wr.ud.remote_qpn, remote_qkey: w.wr.ud.remote_qkey });
+                        s.ud = Some(UdDest {
+                            ah: ah.id,
+                            remote_qpn: w.wr.ud.remote_qpn,
+                            remote_qkey: w.wr.ud.remote_qkey,
+                        });
                     } else {
                         match w.opcode {
                             IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
@@ -893,7 +992,10 @@ unsafe extern "C" fn post_send(qp: *mut ibv_qp, wr: *mut ibv_send_wr, bad_wr: *m
                         }
                     }
                 }
-                ctx.inner.backend.post_send(q.id, &s).map_err(|e| noted("ibv_post_send", e))
+                ctx.inner
+                    .backend
+                    .post_send(q.id, &s)
+                    .map_err(|e| noted("ibv_post_send", e))
             })();
             if let Err(e) = r {
                 if !bad_wr.is_null() {
@@ -918,7 +1020,9 @@ pub(crate) unsafe fn gather(sg: &[ibv_sge]) -> Vec<u8> {
     for s in sg {
         if s.length > 0 && s.addr != 0 {
             // SAFETY: function contract.
-            v.extend_from_slice(unsafe { core::slice::from_raw_parts(s.addr as *const u8, s.length as usize) });
+            v.extend_from_slice(unsafe {
+                core::slice::from_raw_parts(s.addr as *const u8, s.length as usize)
+            });
         }
     }
     v
@@ -934,7 +1038,12 @@ fn post_recv_list(
         // SAFETY: the program's WR list (module docs).
         let w = unsafe { cur.read() };
         // SAFETY: the WR's scatter list.
-        let r = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sg_list| f(&RecvWr { wr_id: w.wr_id, sg_list }));
+        let r = unsafe { sges(w.sg_list, w.num_sge) }.and_then(|sg_list| {
+            f(&RecvWr {
+                wr_id: w.wr_id,
+                sg_list,
+            })
+        });
         if let Err(e) = r {
             if !bad_wr.is_null() {
                 // SAFETY: non-NULL out-pointer.
@@ -947,26 +1056,46 @@ fn post_recv_list(
     0
 }
 
-unsafe extern "C" fn post_recv(qp: *mut ibv_qp, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+unsafe extern "C" fn post_recv(
+    qp: *mut ibv_qp,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else { return libc::EINVAL };
-        post_recv_list(wr, bad_wr, |w| ctx.inner.backend.post_recv(q.id, w).map_err(|e| noted("ibv_post_recv", e)))
+        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else {
+            return libc::EINVAL;
+        };
+        post_recv_list(wr, bad_wr, |w| {
+            ctx.inner
+                .backend
+                .post_recv(q.id, w)
+                .map_err(|e| noted("ibv_post_recv", e))
+        })
     })
 }
 
 // ---------------------------------------------------------------------------------------------
 // SRQ
 
-pub unsafe extern "C" fn ibv_create_srq(pd: *mut ibv_pd, srq_init_attr: *mut ibv_srq_init_attr) -> *mut ibv_srq {
+pub unsafe extern "C" fn ibv_create_srq(
+    pd: *mut ibv_pd,
+    srq_init_attr: *mut ibv_srq_init_attr,
+) -> *mut ibv_srq {
     guard(null_mut(), || {
         // SAFETY: module contract.
-        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else { return null_with(Errno::EINVAL) };
+        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else {
+            return null_with(Errno::EINVAL);
+        };
         // SAFETY: our object.
         let context = unsafe { (*p.c.get()).context };
-        let Some(ctx) = ctx_of(context) else { return null_with(Errno::EINVAL) };
+        let Some(ctx) = ctx_of(context) else {
+            return null_with(Errno::EINVAL);
+        };
         if srq_init_attr.is_null() {
             return null_with(Errno::EINVAL);
         }
@@ -1013,9 +1142,15 @@ fn srq_ctx<'a>(srq: *mut ibv_srq) -> Option<(&'a Srq, &'a Context)> {
     Some((s, ctx))
 }
 
-pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr, srq_attr_mask: c_int) -> c_int {
+pub unsafe extern "C" fn ibv_modify_srq(
+    srq: *mut ibv_srq,
+    srq_attr: *mut ibv_srq_attr,
+    srq_attr_mask: c_int,
+) -> c_int {
     guard(libc::EIO, || {
-        let Some((s, ctx)) = srq_ctx(srq) else { return libc::EINVAL };
+        let Some((s, ctx)) = srq_ctx(srq) else {
+            return libc::EINVAL;
+        };
         if srq_attr.is_null() {
             return libc::EINVAL;
         }
@@ -1030,7 +1165,9 @@ pub unsafe extern "C" fn ibv_modify_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_sr
 
 pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq_attr) -> c_int {
     guard(libc::EIO, || {
-        let Some((s, ctx)) = srq_ctx(srq) else { return libc::EINVAL };
+        let Some((s, ctx)) = srq_ctx(srq) else {
+            return libc::EINVAL;
+        };
         if srq_attr.is_null() {
             return libc::EINVAL;
         }
@@ -1047,7 +1184,9 @@ pub unsafe extern "C" fn ibv_query_srq(srq: *mut ibv_srq, srq_attr: *mut ibv_srq
 
 pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     guard(libc::EIO, || {
-        let Some((s, ctx)) = srq_ctx(srq) else { return libc::EINVAL };
+        let Some((s, ctx)) = srq_ctx(srq) else {
+            return libc::EINVAL;
+        };
         match ctx.inner.backend.destroy_srq(s.id) {
             Ok(()) => {
                 purge_async(&ctx.inner.events, AsyncElement::Srq(srq as u64));
@@ -1060,10 +1199,21 @@ pub unsafe extern "C" fn ibv_destroy_srq(srq: *mut ibv_srq) -> c_int {
     })
 }
 
-unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_wr: *mut *mut ibv_recv_wr) -> c_int {
+unsafe extern "C" fn post_srq_recv(
+    srq: *mut ibv_srq,
+    wr: *mut ibv_recv_wr,
+    bad_wr: *mut *mut ibv_recv_wr,
+) -> c_int {
     guard(libc::EIO, || {
-        let Some((s, ctx)) = srq_ctx(srq) else { return libc::EINVAL };
-        post_recv_list(wr, bad_wr, |w| ctx.inner.backend.post_srq_recv(s.id, w).map_err(|e| noted("ibv_post_srq_recv", e)))
+        let Some((s, ctx)) = srq_ctx(srq) else {
+            return libc::EINVAL;
+        };
+        post_recv_list(wr, bad_wr, |w| {
+            ctx.inner
+                .backend
+                .post_srq_recv(s.id, w)
+                .map_err(|e| noted("ibv_post_srq_recv", e))
+        })
     })
 }
 
@@ -1073,17 +1223,30 @@ unsafe extern "C" fn post_srq_recv(srq: *mut ibv_srq, wr: *mut ibv_recv_wr, bad_
 pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) -> *mut ibv_ah {
     guard(null_mut(), || {
         // SAFETY: module contract.
-        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else { return null_with(Errno::EINVAL) };
+        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else {
+            return null_with(Errno::EINVAL);
+        };
         // SAFETY: our object.
         let context = unsafe { (*p.c.get()).context };
-        let Some(ctx) = ctx_of(context) else { return null_with(Errno::EINVAL) };
+        let Some(ctx) = ctx_of(context) else {
+            return null_with(Errno::EINVAL);
+        };
         if attr.is_null() {
             return null_with(Errno::EINVAL);
         }
         // SAFETY: non-NULL program struct.
         let a = unsafe { attr.read() };
         match ctx.inner.backend.create_ah(p.id, &a) {
-            Ok(id) => Box::into_raw(Box::new(Ah { c: UnsafeCell::new(ibv_ah { context, pd, handle: id.0 as u32 }), id, magic: Ah::alive() })).cast(),
+            Ok(id) => Box::into_raw(Box::new(Ah {
+                c: UnsafeCell::new(ibv_ah {
+                    context,
+                    pd,
+                    handle: id.0 as u32,
+                }),
+                id,
+                magic: Ah::alive(),
+            }))
+            .cast(),
             Err(e) => null_with(noted("ibv_create_ah", e)),
         }
     })
@@ -1092,9 +1255,13 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
 pub unsafe extern "C" fn ibv_destroy_ah(ah: *mut ibv_ah) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(a) = (unsafe { obj::<Ah, _>(ah) }) else { return libc::EINVAL };
+        let Some(a) = (unsafe { obj::<Ah, _>(ah) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*a.c.get()).context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*a.c.get()).context }) else {
+            return libc::EINVAL;
+        };
         match ctx.inner.backend.destroy_ah(a.id) {
             Ok(()) => {
                 // SAFETY: boxed by ibv_create_ah; freed once.
@@ -1115,7 +1282,9 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
     ah_attr: *mut ibv_ah_attr,
 ) -> c_int {
     guard(-1, || {
-        let Some(ctx) = ctx_of(context) else { return -1 };
+        let Some(ctx) = ctx_of(context) else {
+            return -1;
+        };
         if wc.is_null() || ah_attr.is_null() {
             return -1;
         }
@@ -1164,7 +1333,9 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
 ) -> *mut ibv_ah {
     guard(null_mut(), || {
         // SAFETY: module contract.
-        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else { return null_with(Errno::EINVAL) };
+        let Some(p) = (unsafe { obj::<Pd, _>(pd) }) else {
+            return null_with(Errno::EINVAL);
+        };
         let mut a = ibv_ah_attr::default();
         // SAFETY: forwarded program pointers; `a` is ours.
         unsafe {
@@ -1182,9 +1353,13 @@ pub unsafe extern "C" fn ibv_create_ah_from_wc(
 unsafe fn mcast(qp: *mut ibv_qp, gid: *const ibv_gid, lid: u16, attach: bool) -> c_int {
     guard(libc::EIO, || {
         // SAFETY: module contract.
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return libc::EINVAL };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return libc::EINVAL;
+        };
         // SAFETY: our object.
-        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else { return libc::EINVAL };
+        let Some(ctx) = ctx_of(unsafe { (*q.c.get()).base.qp_base.context }) else {
+            return libc::EINVAL;
+        };
         if gid.is_null() {
             return libc::EINVAL;
         }

@@ -33,7 +33,9 @@ pub unsafe extern "C" fn ibv_query_device(
     device_attr: *mut ibv_device_attr,
 ) -> c_int {
     guard(libc::EIO, || {
-        let Some(ctx) = from_ptr(context) else { return libc::EINVAL };
+        let Some(ctx) = from_ptr(context) else {
+            return libc::EINVAL;
+        };
         if device_attr.is_null() {
             return libc::EINVAL;
         }
@@ -51,7 +53,9 @@ pub unsafe extern "C" fn query_device_ex_op(
     attr_size: usize,
 ) -> c_int {
     guard(libc::EIO, || {
-        let Some(ctx) = from_ptr(context) else { return libc::EINVAL };
+        let Some(ctx) = from_ptr(context) else {
+            return libc::EINVAL;
+        };
         // SAFETY: `input` is NULL or a program-owned input struct.
         if !input.is_null() && unsafe { (*input).comp_mask } != 0 {
             return libc::EINVAL;
@@ -91,7 +95,9 @@ pub unsafe extern "C" fn query_port_ex(
     port_attr_len: usize,
 ) -> c_int {
     guard(libc::EIO, || {
-        let Some(ctx) = from_ptr(context) else { return libc::EINVAL };
+        let Some(ctx) = from_ptr(context) else {
+            return libc::EINVAL;
+        };
         if port_attr.is_null() || !port_ok(u32::from(port_num)) {
             return libc::EINVAL;
         }
@@ -109,7 +115,9 @@ fn gid_entry(cfg: &DeviceConfig, port_num: u32, index: u32) -> Result<ibv_gid_en
     if !port_ok(port_num) {
         return Err(libc::EINVAL);
     }
-    let Some(raw) = device::gid(cfg, i64::from(index)) else { return Err(libc::EINVAL) };
+    let Some(raw) = device::gid(cfg, i64::from(index)) else {
+        return Err(libc::EINVAL);
+    };
     if raw == [0; 16] {
         return Err(libc::ENODATA);
     }
@@ -140,7 +148,9 @@ pub unsafe extern "C" fn ibv_query_gid(
     gid: *mut ibv_gid,
 ) -> c_int {
     guard(-1, || {
-        let Some(ctx) = from_ptr(context) else { return -1 };
+        let Some(ctx) = from_ptr(context) else {
+            return -1;
+        };
         if gid.is_null() || index < 0 {
             return -1;
         }
@@ -165,7 +175,9 @@ pub unsafe extern "C" fn _ibv_query_gid_ex(
     entry_size: usize,
 ) -> c_int {
     guard(libc::EIO, || {
-        let Some(ctx) = from_ptr(context) else { return libc::EINVAL };
+        let Some(ctx) = from_ptr(context) else {
+            return libc::EINVAL;
+        };
         if entry.is_null() || flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
             return libc::EINVAL;
         }
@@ -188,7 +200,9 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
     entry_size: usize,
 ) -> isize {
     guard(-(libc::EIO as isize), || {
-        let Some(ctx) = from_ptr(context) else { return -(libc::EINVAL as isize) };
+        let Some(ctx) = from_ptr(context) else {
+            return -(libc::EINVAL as isize);
+        };
         if flags != 0 || entry_size < size_of::<ibv_gid_entry>() {
             return -(libc::EINVAL as isize);
         }
@@ -205,7 +219,13 @@ pub unsafe extern "C" fn _ibv_query_gid_table(
         }
         for (i, e) in valid.iter().enumerate() {
             // SAFETY: `entries` holds `max_entries` >= valid.len() elements of `entry_size` bytes.
-            unsafe { copy_out(e, entries.cast::<u8>().add(i * entry_size).cast(), entry_size) };
+            unsafe {
+                copy_out(
+                    e,
+                    entries.cast::<u8>().add(i * entry_size).cast(),
+                    entry_size,
+                )
+            };
         }
         valid.len() as isize
     })
@@ -219,7 +239,9 @@ pub unsafe extern "C" fn ibv_query_gid_type(
     gid_type: *mut c_int,
 ) -> c_int {
     guard(-1, || {
-        let Some(ctx) = from_ptr(context) else { return -1 };
+        let Some(ctx) = from_ptr(context) else {
+            return -1;
+        };
         if gid_type.is_null() {
             return -1;
         }
@@ -254,7 +276,11 @@ pub unsafe extern "C" fn ibv_query_pkey(
     })
 }
 
-pub unsafe extern "C" fn ibv_get_pkey_index(context: *mut ibv_context, port_num: u8, pkey: u16) -> c_int {
+pub unsafe extern "C" fn ibv_get_pkey_index(
+    context: *mut ibv_context,
+    port_num: u8,
+    pkey: u16,
+) -> c_int {
     if from_ptr(context).is_none() || !port_ok(u32::from(port_num)) {
         return -1;
     }
@@ -313,13 +339,22 @@ mod tests {
             let ctx = ibv_open_device(*list);
             let mut buf = [0xAAu8; 64];
             assert_eq!(ibv_query_port(ctx, 1, buf.as_mut_ptr().cast()), 0);
-            assert!(buf[48..].iter().all(|&b| b == 0xAA), "compat symbol wrote past 48 bytes");
-            assert_eq!(u32::from_ne_bytes(buf[0..4].try_into().unwrap()), IBV_PORT_ACTIVE);
+            assert!(
+                buf[48..].iter().all(|&b| b == 0xAA),
+                "compat symbol wrote past 48 bytes"
+            );
+            assert_eq!(
+                u32::from_ne_bytes(buf[0..4].try_into().unwrap()),
+                IBV_PORT_ACTIVE
+            );
             assert_eq!(buf[46], IBV_LINK_LAYER_ETHERNET);
             let mut buf = [0xAAu8; 64];
             assert_eq!(query_port_ex(ctx, 1, buf.as_mut_ptr().cast(), 52), 0);
             assert!(buf[52..].iter().all(|&b| b == 0xAA));
-            assert_eq!(query_port_ex(ctx, 2, buf.as_mut_ptr().cast(), 52), libc::EINVAL);
+            assert_eq!(
+                query_port_ex(ctx, 2, buf.as_mut_ptr().cast(), 52),
+                libc::EINVAL
+            );
 
             let mut g = ibv_gid::default();
             assert_eq!(ibv_query_gid(ctx, 1, 1, &mut g), 0);
@@ -341,7 +376,15 @@ mod tests {
             assert_eq!(ibv_query_pkey(ctx, 1, 0, &mut pk), 0);
             assert_eq!(pk, 0xffff);
             let mut a = core::mem::MaybeUninit::<ibv_device_attr_ex>::zeroed();
-            assert_eq!(query_device_ex_op(ctx, core::ptr::null(), a.as_mut_ptr(), size_of::<ibv_device_attr_ex>()), 0);
+            assert_eq!(
+                query_device_ex_op(
+                    ctx,
+                    core::ptr::null(),
+                    a.as_mut_ptr(),
+                    size_of::<ibv_device_attr_ex>()
+                ),
+                0
+            );
             assert_eq!(a.assume_init().orig_attr.phys_port_cnt, 1);
             ibv_close_device(ctx);
             ibv_free_device_list(list);

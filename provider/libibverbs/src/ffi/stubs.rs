@@ -69,7 +69,12 @@ macro_rules! stub_void {
 // ---- public verbs (IBVERBS_1.x) ----------------------------------------------------------
 
 // Sharing objects between processes needs a kernel device fd.
-stub_null!(ibv_import_device, ibv_import_pd, ibv_import_mr, ibv_import_dm);
+stub_null!(
+    ibv_import_device,
+    ibv_import_pd,
+    ibv_import_mr,
+    ibv_import_dm
+);
 stub_void!(ibv_unimport_pd, ibv_unimport_mr, ibv_unimport_dm);
 // dma-buf memory registration.
 stub_null!(ibv_reg_dmabuf_mr);

@@ -86,7 +86,9 @@ pub(crate) fn install(q: &mut ibv_qp_ex) {
 fn with_qp<T: Copy>(qp: *mut ibv_qp_ex, default: T, f: impl FnOnce(&Qp, &mut Pending) -> T) -> T {
     guard(default, || {
         // SAFETY: module contract (our QP; `ibv_qp_ex` is at offset 0 of `Qp`).
-        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else { return default };
+        let Some(q) = (unsafe { obj::<Qp, _>(qp) }) else {
+            return default;
+        };
         let mut p = q.pending.lock().unwrap_or_else(|e| e.into_inner());
         f(q, &mut p)
     })
@@ -100,7 +102,12 @@ fn begin<'p>(q: &Qp, p: &'p mut Pending, opcode: u32) -> &'p mut Req {
         let c = &(*q.c.get()).base;
         (c.wr_id, c.wr_flags)
     };
-    p.reqs.push(Req { wr_id, opcode, flags, ..Default::default() });
+    p.reqs.push(Req {
+        wr_id,
+        opcode,
+        flags,
+        ..Default::default()
+    });
     p.reqs.last_mut().expect("just pushed")
 }
 
@@ -134,7 +141,9 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> i32 {
         }
         // SAFETY: our QP's C struct; `context` is set at creation and never changes.
         let context = unsafe { (*q.c.get()).base.qp_base.context };
-        let Some(ctx) = super::context::from_ptr(context) else { return libc::EINVAL };
+        let Some(ctx) = super::context::from_ptr(context) else {
+            return libc::EINVAL;
+        };
         for r in &reqs {
             let s = SendWr {
                 wr_id: r.wr_id,
@@ -168,15 +177,21 @@ unsafe extern "C" fn wr_send(qp: *mut ibv_qp_ex) {
 }
 
 unsafe extern "C" fn wr_send_imm(qp: *mut ibv_qp_ex, imm_data: u32) {
-    with_qp(qp, (), |q, p| begin(q, p, IBV_WR_SEND_WITH_IMM).imm = imm_data)
+    with_qp(qp, (), |q, p| {
+        begin(q, p, IBV_WR_SEND_WITH_IMM).imm = imm_data
+    })
 }
 
 unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) {
-    with_qp(qp, (), |q, p| begin(q, p, IBV_WR_SEND_WITH_INV).imm = invalidate_rkey)
+    with_qp(qp, (), |q, p| {
+        begin(q, p, IBV_WR_SEND_WITH_INV).imm = invalidate_rkey
+    })
 }
 
 unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) {
-    with_qp(qp, (), |q, p| begin(q, p, IBV_WR_LOCAL_INV).imm = invalidate_rkey)
+    with_qp(qp, (), |q, p| {
+        begin(q, p, IBV_WR_LOCAL_INV).imm = invalidate_rkey
+    })
 }
 
 fn remote(r: &mut Req, rkey: u32, remote_addr: u64) {
@@ -185,10 +200,17 @@ fn remote(r: &mut Req, rkey: u32, remote_addr: u64) {
 }
 
 unsafe extern "C" fn wr_rdma_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
-    with_qp(qp, (), |q, p| remote(begin(q, p, IBV_WR_RDMA_WRITE), rkey, remote_addr))
+    with_qp(qp, (), |q, p| {
+        remote(begin(q, p, IBV_WR_RDMA_WRITE), rkey, remote_addr)
+    })
 }
 
-unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, imm_data: u32) {
+unsafe extern "C" fn wr_rdma_write_imm(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    imm_data: u32,
+) {
     with_qp(qp, (), |q, p| {
         let r = begin(q, p, IBV_WR_RDMA_WRITE_WITH_IMM);
         remote(r, rkey, remote_addr);
@@ -197,10 +219,18 @@ unsafe extern "C" fn wr_rdma_write_imm(qp: *mut ibv_qp_ex, rkey: u32, remote_add
 }
 
 unsafe extern "C" fn wr_rdma_read(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64) {
-    with_qp(qp, (), |q, p| remote(begin(q, p, IBV_WR_RDMA_READ), rkey, remote_addr))
+    with_qp(qp, (), |q, p| {
+        remote(begin(q, p, IBV_WR_RDMA_READ), rkey, remote_addr)
+    })
 }
 
-unsafe extern "C" fn wr_atomic_cmp_swp(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, compare: u64, swap: u64) {
+unsafe extern "C" fn wr_atomic_cmp_swp(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    compare: u64,
+    swap: u64,
+) {
     with_qp(qp, (), |q, p| {
         let r = begin(q, p, IBV_WR_ATOMIC_CMP_AND_SWP);
         remote(r, rkey, remote_addr);
@@ -209,7 +239,12 @@ unsafe extern "C" fn wr_atomic_cmp_swp(qp: *mut ibv_qp_ex, rkey: u32, remote_add
     })
 }
 
-unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, add: u64) {
+unsafe extern "C" fn wr_atomic_fetch_add(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    add: u64,
+) {
     with_qp(qp, (), |q, p| {
         let r = begin(q, p, IBV_WR_ATOMIC_FETCH_AND_ADD);
         remote(r, rkey, remote_addr);
@@ -217,7 +252,12 @@ unsafe extern "C" fn wr_atomic_fetch_add(qp: *mut ibv_qp_ex, rkey: u32, remote_a
     })
 }
 
-unsafe extern "C" fn wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, atomic_wr: *const c_void) {
+unsafe extern "C" fn wr_atomic_write(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    atomic_wr: *const c_void,
+) {
     with_qp(qp, (), |q, p| {
         if atomic_wr.is_null() {
             p.error = Some(Errno::EINVAL);
@@ -232,12 +272,23 @@ unsafe extern "C" fn wr_atomic_write(qp: *mut ibv_qp_ex, rkey: u32, remote_addr:
     })
 }
 
-unsafe extern "C" fn wr_set_ud_addr(qp: *mut ibv_qp_ex, ah: *mut ibv_ah, remote_qpn: u32, remote_qkey: u32) {
+unsafe extern "C" fn wr_set_ud_addr(
+    qp: *mut ibv_qp_ex,
+    ah: *mut ibv_ah,
+    remote_qpn: u32,
+    remote_qkey: u32,
+) {
     with_qp(qp, (), |_, p| {
         // SAFETY: NULL or one of our AHs (module contract).
         let ah = unsafe { obj::<Ah, _>(ah) };
         match (ah, current(p)) {
-            (Some(a), Some(r)) => r.ud = Some(UdDest { ah: a.id, remote_qpn, remote_qkey }),
+            (Some(a), Some(r)) => {
+                r.ud = Some(UdDest {
+                    ah: a.id,
+                    remote_qpn,
+                    remote_qkey,
+                })
+            }
             (None, _) => p.error = Some(Errno::EINVAL),
             _ => {}
         }
@@ -263,7 +314,8 @@ unsafe extern "C" fn wr_set_sge_list(qp: *mut ibv_qp_ex, num_sge: usize, sg_list
             r.sges.clear();
             if num_sge > 0 {
                 // SAFETY: the program's array of `num_sge` SGEs, read now.
-                r.sges.extend_from_slice(unsafe { core::slice::from_raw_parts(sg_list, num_sge) });
+                r.sges
+                    .extend_from_slice(unsafe { core::slice::from_raw_parts(sg_list, num_sge) });
             }
         }
     })
@@ -276,7 +328,11 @@ unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, l
             return;
         }
         if let Some(r) = current(p) {
-            let sge = [ibv_sge { addr: addr as u64, length: length as u32, lkey: 0 }];
+            let sge = [ibv_sge {
+                addr: addr as u64,
+                length: length as u32,
+                lkey: 0,
+            }];
             // SAFETY: `addr[..length]` is the program's data, copied now (inline semantics).
             r.inline = Some(unsafe { gather(&sge) });
             r.flags |= IBV_SEND_INLINE;
@@ -285,7 +341,11 @@ unsafe extern "C" fn wr_set_inline_data(qp: *mut ibv_qp_ex, addr: *mut c_void, l
     })
 }
 
-unsafe extern "C" fn wr_set_inline_data_list(qp: *mut ibv_qp_ex, num_buf: usize, buf_list: *const ibv_data_buf) {
+unsafe extern "C" fn wr_set_inline_data_list(
+    qp: *mut ibv_qp_ex,
+    num_buf: usize,
+    buf_list: *const ibv_data_buf,
+) {
     with_qp(qp, (), |_, p| {
         if num_buf > 0 && buf_list.is_null() {
             p.error = Some(Errno::EINVAL);
@@ -298,8 +358,14 @@ unsafe extern "C" fn wr_set_inline_data_list(qp: *mut ibv_qp_ex, num_buf: usize,
                 // SAFETY: the program's array of `num_buf` buffers.
                 unsafe { core::slice::from_raw_parts(buf_list, num_buf) }
             };
-            let sges: Vec<ibv_sge> =
-                bufs.iter().map(|b| ibv_sge { addr: b.addr as u64, length: b.length as u32, lkey: 0 }).collect();
+            let sges: Vec<ibv_sge> = bufs
+                .iter()
+                .map(|b| ibv_sge {
+                    addr: b.addr as u64,
+                    length: b.length as u32,
+                    lkey: 0,
+                })
+                .collect();
             // SAFETY: each buffer is the program's data, copied now.
             r.inline = Some(unsafe { gather(&sges) });
             r.flags |= IBV_SEND_INLINE;

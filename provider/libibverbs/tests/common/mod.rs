@@ -15,14 +15,19 @@ pub fn prerequisite(ok: bool, what: &str) -> bool {
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("FAIL: prerequisite missing under CI=true: {what}");
     }
-    eprintln!("\n*** SKIP: prerequisite missing: {what} (set CI=true to make this a failure) ***\n");
+    eprintln!(
+        "\n*** SKIP: prerequisite missing: {what} (set CI=true to make this a failure) ***\n"
+    );
     false
 }
 
 /// `target/<profile>`: the test executable lives in `target/<profile>/deps/`.
 pub fn profile_dir() -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    exe.parent().and_then(Path::parent).expect("target/<profile>").to_path_buf()
+    exe.parent()
+        .and_then(Path::parent)
+        .expect("target/<profile>")
+        .to_path_buf()
 }
 
 /// The directory holding `libibverbs.so.1`, a symlink to `deps/libroce_ibverbs.so` that this
@@ -33,7 +38,11 @@ pub fn profile_dir() -> PathBuf {
 pub fn lib_dir() -> PathBuf {
     let dir = profile_dir();
     let so = dir.join("deps/libroce_ibverbs.so");
-    assert!(so.exists(), "{} missing: cargo should have built the cdylib", so.display());
+    assert!(
+        so.exists(),
+        "{} missing: cargo should have built the cdylib",
+        so.display()
+    );
     let link = dir.join("libibverbs.so.1");
     let want = Path::new("deps/libroce_ibverbs.so");
     if !std::fs::read_link(&link).is_ok_and(|t| t == want) {
@@ -51,7 +60,9 @@ pub fn our_lib() -> PathBuf {
 
 pub fn which(prog: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path).map(|d| d.join(prog)).find(|p| p.is_file())
+    std::env::split_paths(&path)
+        .map(|d| d.join(prog))
+        .find(|p| p.is_file())
 }
 
 pub struct Output {
@@ -74,7 +85,9 @@ impl Output {
 
 /// Runs `cmd` (stdin closed) until it exits or `limit` passes (then kills it).
 pub fn run(mut cmd: Command, limit: Duration) -> Output {
-    cmd.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().expect("spawn");
     let mut out_pipe = child.stdout.take().unwrap();
     let mut err_pipe = child.stderr.take().unwrap();
@@ -134,15 +147,28 @@ pub const LOADER_ERRORS: &[&str] = &[
 
 pub fn assert_loads_cleanly(what: &str, out: &Output) {
     for e in LOADER_ERRORS {
-        assert!(!out.stderr.contains(e), "{what}: loader error {e:?} in stderr:\n{}", out.stderr);
+        assert!(
+            !out.stderr.contains(e),
+            "{what}: loader error {e:?} in stderr:\n{}",
+            out.stderr
+        );
     }
-    assert!(out.crashed().is_none(), "{what}: killed by signal {:?}\nstderr:\n{}", out.crashed(), out.stderr);
+    assert!(
+        out.crashed().is_none(),
+        "{what}: killed by signal {:?}\nstderr:\n{}",
+        out.crashed(),
+        out.stderr
+    );
 }
 
 /// `objdump -T` of `file`: `(version, name, defined)` for every dynamic symbol that has a
 /// version (the version without parentheses; hidden/non-default versions keep them).
 pub fn dynsyms(file: &Path) -> Vec<(String, String, bool)> {
-    let out = Command::new("objdump").arg("-T").arg(file).output().expect("objdump");
+    let out = Command::new("objdump")
+        .arg("-T")
+        .arg(file)
+        .output()
+        .expect("objdump");
     assert!(out.status.success(), "objdump -T {} failed", file.display());
     let text = String::from_utf8_lossy(&out.stdout);
     let mut v = Vec::new();
