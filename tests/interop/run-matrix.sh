@@ -150,12 +150,15 @@ ROWS=() MD_ROWS=() PASSED=0 FAILED=0 NA=0 RETRIES=0 FAILURES=()
 # The emulator's own counters while it is still running (evidence before it is killed).
 emu_stat() { { "$ROCE" stat --stat-dir "$OUT/stat" --ip $EMU_IP -a; ip netns exec "$HNS" ss -uanmp; udp_counters; } >"$1.emustat" 2>&1 || true; }
 udp_counters() { ip netns exec "$HNS" awk '/^Udp:/ && /[0-9]/ {print "InErrors=" $4, "RcvbufErrors=" $6}' /proc/net/snmp 2>/dev/null; }
+# Kill a background emulator run: the tool is the child of `timeout` (ip netns exec and roce run
+# exec), and SIGKILL to `timeout` alone would leave it running (and bound to UDP 4791).
+emu_kill() { pkill -KILL -P "$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; wait "$1" 2>/dev/null; }
 guest_done() { [ -f "$SHARE/out/$1.rc" ]; }
 guest_rc() { cat "$SHARE/out/$1.rc" 2>/dev/null || echo "?"; }
 guest_collect() { cat "$SHARE/out/$1.stdout" "$SHARE/out/$1.stderr" >"$2" 2>/dev/null || true; }
 guest_kill() { "$L" run --timeout 15 a "pkill -9 -f '$1' ; true" >/dev/null 2>&1 || true; }
 emu_listening() { ip netns exec "$HNS" ss -ltn 2>/dev/null | grep -q ':18515 '; }
-guest_clean_cmd='for i in 1 2 3 4 5 6 7 8; do sleep 1; rdma res show qp | grep -v " lqpn 1 " | grep -q lqpn || { ss -tan | grep -q ":18515 " || exit 0; }; done; rdma res show qp; ss -tan; exit 1'
+guest_clean_cmd='for i in 1 2 3 4 5 6 7 8; do sleep 1; rdma res show qp | grep -v " lqpn 1 " | grep -q lqpn || { ss -tan | grep -v TIME-WAIT | grep -q ":18515 " || exit 0; }; done; rdma res show qp; ss -tan; exit 1'
 guest_listen_cmd='for i in $(seq 150); do ss -ltn | grep -q ":18515 " && exit 0; sleep 0.1; done; exit 1'
 
 # run_once F DIR TIMEOUT CMD: one server/client pair. DIR is emu-srv (emulator server, rxe
@@ -183,7 +186,7 @@ run_once() {
     else RC_S=listen; fi
   fi
   if [ "$RC_S" = listen ]; then
-    [ -n "${epid:-}" ] && { kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; }
+    [ -n "${epid:-}" ] && { emu_kill "$epid"; }
     [ -n "${gid:-}" ] && { guest_kill "$tool"; "$L" wait a "$gid" 20 >"$f.server" 2>&1; }
     RC_C=none; return
   fi
@@ -197,12 +200,12 @@ run_once() {
     if [ -z "$t_first" ] && { [ "$e_rc" = 0 ] || [ "$g_rc" = 0 ]; }; then t_first=$(now_ms); fi
     if [ -n "$t_first" ] && [ $(( $(now_ms) - t_first )) -ge $((SERVER_GRACE * 1000)) ]; then
       if [ -z "$g_rc" ]; then guest_kill "$tool"; g_rc=killed; HUNG_RXE=1; fi
-      if [ -z "$e_rc" ]; then emu_stat "$f"; kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; e_rc=killed; fi
+      if [ -z "$e_rc" ]; then emu_stat "$f"; emu_kill "$epid"; e_rc=killed; fi
       break
     fi
     if [ $(( $(now_ms) - t_start )) -ge $(( (to + 10) * 1000 )) ]; then
       [ -n "$g_rc" ] || { guest_kill "$tool"; g_rc=killed; }
-      [ -n "$e_rc" ] || { emu_stat "$f"; kill -9 "$epid" 2>/dev/null; wait "$epid" 2>/dev/null; e_rc=killed; }
+      [ -n "$e_rc" ] || { emu_stat "$f"; emu_kill "$epid"; e_rc=killed; }
       break
     fi
     sleep 0.2
