@@ -863,7 +863,6 @@ extern "C" fn flush_at_exit() {
 
 /// The background progress thread (see the module docs).
 fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
-    let mut rx = RecvBatch::new(16);
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
     while !s.stop.load(Relaxed) {
@@ -901,14 +900,15 @@ fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.cfg.spin,
             Some(Duration::from_nanos(wait_ns.min(1_000_000_000))),
         );
-        match sock.recv_batch(&mut rx, wait) {
-            Ok(0) => {
+        // Wait without receiving, then receive under the lock: a batch received outside it
+        // could be handled after a later one the program received inline, and a reordered UC
+        // message is a lost message (seen against kernel rxe, whose packets arrive spread out).
+        match sock.wait_readable(wait) {
+            Ok(false) => {
                 s.ctr.thread_sleeps.fetch_add(1, Relaxed);
             }
-            Ok(_) => {
+            Ok(true) => {
                 let mut e = s.lock();
-                let now = s.now();
-                s.handle_batch(&mut e, &rx, now);
                 s.progress(&mut e, Origin::Thread);
             }
             Err(err) => {

@@ -575,6 +575,34 @@ impl Socket {
         Ok(complete)
     }
 
+    /// Waits until a datagram is ready to be received, without receiving it, so that the one
+    /// who then receives can do so under its own lock and datagrams are handled in arrival
+    /// order (a thread that received first and locked second could be overtaken by another
+    /// receiver). `true`: something is ready; `false`: `wait` ran out or the waker fired.
+    pub fn wait_readable(&mut self, wait: Wait) -> io::Result<bool> {
+        let fd = self.sock.as_raw_fd();
+        let start = Instant::now();
+        let mut spin_until = None;
+        let mut probe = [std::mem::MaybeUninit::<u8>::uninit(); 1];
+        loop {
+            // MSG_PEEK on a non-blocking socket: reports a queued datagram, consumes nothing.
+            match self.sock.peek(&mut probe) {
+                Ok(_) => return Ok(true),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    if wait == Wait::NonBlocking {
+                        return Ok(false);
+                    }
+                    let waker = self.waker.as_deref();
+                    if !wait_ready(fd, false, wait, start, &mut spin_until, waker)? {
+                        return Ok(false);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
     /// Receives into `batch`. Returns the number of datagrams (GRO buffers split), `0` when
     /// nothing arrived within `wait`. Read them with [`RecvBatch::iter`].
     pub fn recv_batch(&mut self, batch: &mut RecvBatch, wait: Wait) -> io::Result<usize> {
