@@ -156,7 +156,8 @@ emu_kill() { pkill -KILL -P "$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; wait 
 guest_done() { [ -f "$SHARE/out/$1.rc" ]; }
 guest_rc() { cat "$SHARE/out/$1.rc" 2>/dev/null || echo "?"; }
 guest_collect() { cat "$SHARE/out/$1.stdout" "$SHARE/out/$1.stderr" >"$2" 2>/dev/null || true; }
-guest_kill() { "$L" run --timeout 15 a "pkill -9 -f '$1' ; true" >/dev/null 2>&1 || true; }
+# "[x]yz" so that pkill's own command line (which holds the pattern) does not match it.
+guest_kill() { "$L" run --timeout 15 a "pkill -9 -f '[${1:0:1}]${1:1}' ; true" >/dev/null 2>&1 || true; }
 emu_listening() { ip netns exec "$HNS" ss -ltn 2>/dev/null | grep -q ':18515 '; }
 guest_clean_cmd='for i in 1 2 3 4 5 6 7 8; do sleep 1; rdma res show qp | grep -v " lqpn 1 " | grep -q lqpn || { ss -tan | grep -v TIME-WAIT | grep -q ":18515 " || exit 0; }; done; rdma res show qp; ss -tan; exit 1'
 guest_listen_cmd='for i in $(seq 150); do ss -ltn | grep -q ":18515 " && exit 0; sleep 0.1; done; exit 1'
