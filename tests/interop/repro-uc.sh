@@ -12,6 +12,7 @@
 #
 #   repro-uc.sh [extra run-matrix.sh options]     e.g. --mtus 9000
 #
+# Fixed by 4540c69 (runtime: datagrams handled in arrival order); passed 2/2 on 2026-11-29 16:25.
 # Runs only the two ibv_uc_pingpong rows of the matrix, no loss; the evidence is kept in
 # .lab/interop-matrix-DATE/runs/: *.pcap (bridge), *.decode (roce decode), *.emustat (`roce stat -a`
 # of the hung emulator, its UDP socket's `ss -uanmp` and the namespace's UDP error counters),
