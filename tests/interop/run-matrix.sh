@@ -277,6 +277,18 @@ run_tool() {
     "$L" capture start >/dev/null 2>"$f.capture"
     run_once "$f" "$dir" "$to" "$cmd"
   fi
+  if [ "$kind" = rc ] && [ "$tries" = 0 ] && { [ "$RC_S" != 0 ] || [ "$RC_C" != 0 ]; } &&
+    grep -qs "Can't produce a report" "$f.server" "$f.client"; then
+    # perftest calibrates its cycle counter first ("Correlation coefficient r^2 < 0.9") and
+    # gives up when the TCG guest's clock is too jittery: an environment fault, not a RoCE one.
+    # Retry once; the row says so.
+    tries=2
+    say "$label $dir: perftest could not calibrate its clock (r^2 < 0.9); retry once"
+    for x in server client; do [ -f "$f.$x" ] && mv "$f.$x" "$f.try1.$x"; done
+    "$L" capture stop "$f.try1.pcap" >/dev/null 2>&1
+    "$L" capture start >/dev/null 2>"$f.capture"
+    run_once "$f" "$dir" "$to" "$cmd"
+  fi
   check_run "$f"
   local udp1; udp1=$(udp_counters)
   [ "$udp1" = "$UDP0" ] || { echo "emulator namespace UDP: before $UDP0, after $udp1" >>"$f.guest"; CHK_FIG+=", ns UDP errors: $udp1"; }
@@ -293,10 +305,11 @@ run_tool() {
   elif [ "$RC_S" = 0 ] && [ "$RC_C" = 0 ] && [ -z "$CHK" ]; then
     res=pass; fig=$(figures "$f.client")
     [ -n "$fig" ] || fig=$(grep -m1 -o '[0-9.]* usec/iter' "$f.client")
-    [ "$tries" = 0 ] || res="pass (retry after rxe restart)"
+    [ "$tries" != 1 ] || res="pass (retry after rxe restart)"
+    [ "$tries" != 2 ] || res="pass (retry after perftest clock check)"
   else
     res=fail; fig="server rc $RC_S, client rc $RC_C${CHK:+; $CHK}"
-    [ "$tries" = 0 ] || fig="after restart+retry: $fig"
+    [ "$tries" = 0 ] || fig="after a retry: $fig"
   fi
   [ "$res" = fail ] || fig="$fig; $CHK_FIG"
   local lossd; case $CUR_LOSS in none) lossd="-" ;; rxe) lossd="5% → rxe" ;; emu) lossd="5% → emu" ;; esac
