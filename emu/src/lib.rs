@@ -19,7 +19,6 @@
 pub mod counters;
 pub mod diag;
 mod error;
-mod hdr;
 pub mod mem;
 pub mod net;
 mod nic;

@@ -18,7 +18,7 @@ use crate::{Ah, Cq, Error, Pd, Result, Srq};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use roce_wire::opcode::Transport;
-use roce_wire::transport::{Packet, Repr};
+use roce_wire::transport::Packet;
 use roce_wire::{OpFlags, Support};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, VecDeque};
@@ -106,8 +106,6 @@ pub struct Nic {
     port_mtu: u32,
     active_mtu: Mtu,
     span: tracing::Span,
-    /// Headers of the datagram being handled (parsed in place: no `Repr` moved per packet).
-    rx: Repr,
 }
 
 const MIN_QPN: u32 = 17;
@@ -158,11 +156,6 @@ impl Nic {
             port_mtu: active_mtu.bytes(),
             active_mtu,
             span,
-            rx: Repr::new(roce_wire::bth::Repr::new(
-                roce_wire::Opcode(0),
-                0,
-                roce_wire::Psn::new(0),
-            )),
             cfg,
         }
     }
@@ -670,16 +663,16 @@ impl Nic {
             self.ctr.icrc_errors += 1;
             return;
         }
-        if crate::hdr::parse_into(&p, info, &mut self.rx).is_err() {
+        if p.check_well_formed().is_err() {
             self.ctr.malformed += 1;
             return;
         }
-        let r = &self.rx;
-        if r.bth.pkey & 0x7FFF != 0x7FFF {
+        let bth = p.bth();
+        if bth.pkey() & 0x7FFF != 0x7FFF {
             self.ctr.bad_pkey += 1;
             return;
         }
-        let qpn = r.bth.dest_qp;
+        let qpn = bth.dest_qp();
         let Some(qp) = self.qps.get_mut(&qpn) else {
             self.ctr.no_qp += 1;
             return;
@@ -714,7 +707,7 @@ impl Nic {
                     return;
                 }
             }
-        } else if r.deth.map(|d| d.qkey) != Some(qp.attr.qkey) {
+        } else if p.deth().map(|d| d.qkey()) != Some(qp.attr.qkey) {
             self.ctr.qkey_violation += 1;
             return;
         }
@@ -723,9 +716,9 @@ impl Nic {
         let mut ctx = ctx!(self);
         let dispatch = |qp: &mut Qp, ctx: &mut Ctx<'_>| {
             if is_req {
-                qp.on_request(ctx, meta, &p, r);
+                qp.on_request(ctx, meta, &p);
             } else {
-                qp.on_response(ctx, now, &p, r);
+                qp.on_response(ctx, now, &p);
             }
         };
         if tracing::enabled!(tracing::Level::TRACE) {

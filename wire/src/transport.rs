@@ -2,7 +2,7 @@
 //!
 //! The view ([`Packet`]) locates every header through the [opcode table](crate::opcode); the
 //! [`Repr`] is the parsed meaning of a well-formed packet and can emit it again byte for byte.
-use crate::opcode::{offsets_of, Offsets, OpFlags, OpInfo, Opcode, Support};
+use crate::opcode::{hdr_len, offsets_of, Offsets, OpFlags, OpInfo, Opcode, Support};
 use crate::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, rdeth, reth};
 use crate::{field, Error, Result, ICRC_LEN};
 use core::fmt;
@@ -26,6 +26,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     }
 
     /// Wraps and runs [`check_len`](Self::check_len).
+    #[inline]
     pub fn new_checked(buffer: T) -> Result<Self> {
         let p = Self::new_unchecked(buffer);
         p.check_len()?;
@@ -34,6 +35,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
 
     /// Checks the buffer holds the BTH, every extension header the opcode calls for, the pad
     /// the BTH announces and the ICRC. After `Ok(())`, no accessor panics.
+    #[inline]
     pub fn check_len(&self) -> Result<()> {
         let b = self.buffer.as_ref();
         if b.len() < bth::HEADER_LEN {
@@ -45,6 +47,32 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         if (self.bth().pad_cnt() as usize) > b.len() - hdr - ICRC_LEN {
             return Err(Error::BadPad);
+        }
+        Ok(())
+    }
+
+    /// After [`check_len`](Self::check_len), checks everything else [`Repr::parse`] checks,
+    /// without building a `Repr`: the opcode is defined ([`Error::UnknownOpcode`]), TVer is 0
+    /// ([`Error::BadTver`]), payload + pad is a multiple of four ([`Error::BadPad`]) and an
+    /// opcode without payload has none ([`Error::BadLength`]). After `Ok(())`, `Repr::parse`
+    /// succeeds; receive paths that read fields through the views need nothing more.
+    #[inline]
+    pub fn check_well_formed(&self) -> Result<()> {
+        let b = self.buffer.as_ref();
+        let info = self.info();
+        if info.support == Support::Unknown {
+            return Err(Error::UnknownOpcode(b[0]));
+        }
+        let tver = b[1] & 0x0F;
+        if tver != 0 {
+            return Err(Error::BadTver(tver));
+        }
+        let body = b.len() - info.hdr_len as usize - ICRC_LEN;
+        if body & 3 != 0 {
+            return Err(Error::BadPad);
+        }
+        if !info.flags.contains(OpFlags::PAYLOAD) && body != 0 {
+            return Err(Error::BadLength);
         }
         Ok(())
     }
@@ -78,59 +106,70 @@ impl<T: AsRef<[u8]>> Packet<T> {
         *offsets_of(self.opcode())
     }
 
+    #[inline]
     fn at(&self, off: Option<usize>) -> Option<&[u8]> {
         off.map(|o| &self.buffer.as_ref()[o..])
     }
 
     /// DETH, when the opcode carries one.
+    #[inline]
     pub fn deth(&self) -> Option<deth::Packet<&[u8]>> {
-        self.at(self.offsets().deth)
+        self.at(offsets_of(self.opcode()).deth)
             .map(deth::Packet::new_unchecked)
     }
     /// RDETH, when the opcode carries one.
+    #[inline]
     pub fn rdeth(&self) -> Option<rdeth::Packet<&[u8]>> {
-        self.at(self.offsets().rdeth)
+        self.at(offsets_of(self.opcode()).rdeth)
             .map(rdeth::Packet::new_unchecked)
     }
     /// RETH, when the opcode carries one.
+    #[inline]
     pub fn reth(&self) -> Option<reth::Packet<&[u8]>> {
-        self.at(self.offsets().reth)
+        self.at(offsets_of(self.opcode()).reth)
             .map(reth::Packet::new_unchecked)
     }
     /// AtomicETH, when the opcode carries one.
+    #[inline]
     pub fn atomic_eth(&self) -> Option<atomic_eth::Packet<&[u8]>> {
-        self.at(self.offsets().atmeth)
+        self.at(offsets_of(self.opcode()).atmeth)
             .map(atomic_eth::Packet::new_unchecked)
     }
     /// AETH, when the opcode carries one.
+    #[inline]
     pub fn aeth(&self) -> Option<aeth::Packet<&[u8]>> {
-        self.at(self.offsets().aeth)
+        self.at(offsets_of(self.opcode()).aeth)
             .map(aeth::Packet::new_unchecked)
     }
     /// AtomicAckETH, when the opcode carries one.
+    #[inline]
     pub fn atomic_ack_eth(&self) -> Option<atomic_ack_eth::Packet<&[u8]>> {
-        self.at(self.offsets().atmack)
+        self.at(offsets_of(self.opcode()).atmack)
             .map(atomic_ack_eth::Packet::new_unchecked)
     }
     /// ImmDt, when the opcode carries one.
+    #[inline]
     pub fn immdt(&self) -> Option<immdt::Packet<&[u8]>> {
-        self.at(self.offsets().immdt)
+        self.at(offsets_of(self.opcode()).immdt)
             .map(immdt::Packet::new_unchecked)
     }
     /// IETH, when the opcode carries one.
+    #[inline]
     pub fn ieth(&self) -> Option<ieth::Packet<&[u8]>> {
-        self.at(self.offsets().ieth)
+        self.at(offsets_of(self.opcode()).ieth)
             .map(ieth::Packet::new_unchecked)
     }
     /// XRCETH (the XRC SRQ number), when the opcode carries one.
+    #[inline]
     pub fn xrc_srqn(&self) -> Option<u32> {
-        self.offsets()
+        offsets_of(self.opcode())
             .xrceth
             .map(|o| field::u24_at(self.buffer.as_ref(), o + 1..o + 4))
     }
     /// FETH, when the opcode carries one.
+    #[inline]
     pub fn feth(&self) -> Option<u32> {
-        self.offsets()
+        offsets_of(self.opcode())
             .feth
             .map(|o| field::u32_at(self.buffer.as_ref(), o..o + 4))
     }
@@ -248,59 +287,161 @@ impl Repr {
     /// Errors: [`Error::Truncated`] for short buffers, [`Error::UnknownOpcode`] for reserved
     /// opcodes, [`Error::BadTver`], [`Error::BadPad`] when the pad count does not align the
     /// payload to four bytes, and [`Error::BadLength`] when an opcode without payload has some.
+    #[inline]
     pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
-        p.check_len()?;
-        let info = p.info();
-        if info.support == Support::Unknown {
-            return Err(Error::UnknownOpcode(p.opcode().0));
+        let mut r = Repr::new(bth::Repr::new(Opcode(0), 0, crate::Psn::new(0)));
+        r.parse_into(p)?;
+        Ok(r)
+    }
+
+    /// [`Repr::parse`] into `self`: on `Ok` every field is overwritten, on `Err` `self` is
+    /// unspecified (but valid). For receive loops that keep one `Repr` per device instead of
+    /// building and moving one per packet.
+    ///
+    /// One opcode-table lookup per packet; the lengths are checked once up front (as
+    /// [`Packet::check_len`] does), then every header is read at the offset the table fixes.
+    #[inline]
+    pub fn parse_into<T: AsRef<[u8]> + ?Sized>(&mut self, p: &Packet<&T>) -> Result<()> {
+        let b: &[u8] = p.buffer.as_ref();
+        if b.len() < bth::HEADER_LEN {
+            return Err(Error::Truncated);
         }
-        let bth = bth::Repr::parse(&p.bth())?;
+        let info = Opcode(b[0]).info();
+        let f = info.flags;
         let hdr = info.hdr_len as usize;
-        let body = p.buffer.as_ref().len() - hdr - ICRC_LEN; // payload + pad
+        if b.len() < hdr + ICRC_LEN {
+            return Err(Error::Truncated);
+        }
+        let fl = b[1];
+        let pad = (fl >> 4) & 3;
+        let body = b.len() - hdr - ICRC_LEN; // payload + pad
+        if pad as usize > body {
+            return Err(Error::BadPad);
+        }
+        if info.support == Support::Unknown {
+            return Err(Error::UnknownOpcode(b[0]));
+        }
+        if fl & 0x0F != 0 {
+            return Err(Error::BadTver(fl & 0x0F));
+        }
         if body & 3 != 0 {
             return Err(Error::BadPad);
         }
-        if !info.flags.contains(OpFlags::PAYLOAD) && body != 0 {
+        if !f.contains(OpFlags::PAYLOAD) && body != 0 {
             return Err(Error::BadLength);
         }
-        let mut r = Repr::new(bth);
-        r.payload_len = body - bth.pad_cnt as usize;
-        // One table lookup for all offsets; each header read straight from its slice.
-        let o = offsets_of(p.opcode());
-        let b = p.buffer.as_ref();
-        let h = |at: Option<usize>| at.map(|at| &b[at..]);
-        r.rdeth = h(o.rdeth)
-            .map(|s| rdeth::Repr::parse(&rdeth::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.deth = h(o.deth)
-            .map(|s| deth::Repr::parse(&deth::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.xrceth = o.xrceth.map(|at| field::u32_at(b, at..at + 4));
-        r.feth = o.feth.map(|at| field::u32_at(b, at..at + 4));
-        r.reth = h(o.reth)
-            .map(|s| reth::Repr::parse(&reth::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.atomic_eth = h(o.atmeth)
-            .map(|s| atomic_eth::Repr::parse(&atomic_eth::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.aeth = h(o.aeth)
-            .map(|s| aeth::Repr::parse(&aeth::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.atomic_ack_eth = h(o.atmack)
-            .map(|s| atomic_ack_eth::Repr::parse(&atomic_ack_eth::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.immdt = h(o.immdt)
-            .map(|s| immdt::Repr::parse(&immdt::Packet::new_unchecked(s)))
-            .transpose()?;
-        r.ieth = h(o.ieth)
-            .map(|s| ieth::Repr::parse(&ieth::Packet::new_unchecked(s)))
-            .transpose()?;
-        if info.flags.contains(OpFlags::CNP) {
+        // every header lies within b[..hdr] (the table's hdr_len is their sum)
+        let h = &b[..hdr];
+        self.bth = bth::Repr {
+            opcode: Opcode(h[0]),
+            se: fl & 0x80 != 0,
+            migreq: fl & 0x40 != 0,
+            pad_cnt: pad,
+            pkey: be16(h, 2),
+            fecn: h[4] & 0x80 != 0,
+            becn: h[4] & 0x40 != 0,
+            resv6a: h[4] & 0x3F,
+            dest_qp: be24(h, 5),
+            ack_req: h[8] & 0x80 != 0,
+            resv7: h[8] & 0x7F,
+            psn: crate::Psn::new(be24(h, 9)),
+        };
+        self.payload_len = body - pad as usize;
+        // In the order the IBA fixes them (as `OpInfo::offsets` lays them out).
+        let mut at = bth::HEADER_LEN;
+        self.rdeth = if f.contains(OpFlags::RDETH) {
+            at += hdr_len::RDETH;
+            Some(rdeth::Repr {
+                resv: h[at - 4],
+                ee_context: be24(h, at - 3),
+            })
+        } else {
+            None
+        };
+        self.deth = if f.contains(OpFlags::DETH) {
+            at += hdr_len::DETH;
+            Some(deth::Repr {
+                qkey: be32(h, at - 8),
+                resv: h[at - 4],
+                src_qp: be24(h, at - 3),
+            })
+        } else {
+            None
+        };
+        self.xrceth = if f.contains(OpFlags::XRCETH) {
+            at += hdr_len::XRCETH;
+            Some(be32(h, at - 4))
+        } else {
+            None
+        };
+        self.feth = if f.contains(OpFlags::FETH) {
+            at += hdr_len::FETH;
+            Some(be32(h, at - 4))
+        } else {
+            None
+        };
+        self.reth = if f.contains(OpFlags::RETH) {
+            at += hdr_len::RETH;
+            Some(reth::Repr {
+                va: be64(h, at - 16),
+                rkey: be32(h, at - 8),
+                dma_len: be32(h, at - 4),
+            })
+        } else {
+            None
+        };
+        self.atomic_eth = if f.contains(OpFlags::ATMETH) {
+            at += hdr_len::ATMETH;
+            Some(atomic_eth::Repr {
+                va: be64(h, at - 28),
+                rkey: be32(h, at - 20),
+                swap_add: be64(h, at - 16),
+                compare: be64(h, at - 8),
+            })
+        } else {
+            None
+        };
+        self.aeth = if f.contains(OpFlags::AETH) {
+            at += hdr_len::AETH;
+            Some(aeth::Repr {
+                syndrome: aeth::Syndrome::from_byte(h[at - 4]),
+                msn: be24(h, at - 3),
+            })
+        } else {
+            None
+        };
+        self.atomic_ack_eth = if f.contains(OpFlags::ATMACK) {
+            at += hdr_len::ATMACK;
+            Some(atomic_ack_eth::Repr {
+                orig: be64(h, at - 8),
+            })
+        } else {
+            None
+        };
+        self.immdt = if f.contains(OpFlags::IMMDT) {
+            at += hdr_len::IMMDT;
+            Some(immdt::Repr {
+                imm: be32(h, at - 4),
+            })
+        } else {
+            None
+        };
+        self.ieth = if f.contains(OpFlags::IETH) {
+            at += hdr_len::IETH;
+            Some(ieth::Repr {
+                rkey: be32(h, at - 4),
+            })
+        } else {
+            None
+        };
+        self.cnp_reserved = if f.contains(OpFlags::CNP) {
             let mut c = [0u8; 16];
-            c.copy_from_slice(&p.buffer.as_ref()[bth::HEADER_LEN..bth::HEADER_LEN + 16]);
-            r.cnp_reserved = Some(c);
-        }
-        Ok(r)
+            c.copy_from_slice(&h[at..at + hdr_len::CNP_PAD]);
+            Some(c)
+        } else {
+            None
+        };
+        Ok(())
     }
 
     /// Length of the headers (the payload offset), from the opcode table.
@@ -319,66 +460,165 @@ impl Repr {
     /// `Repr` is written as zeros; headers the opcode does not carry are ignored) and zero pad
     /// bytes. The payload and ICRC are left for the caller. Never panics when the buffer is
     /// exactly [`buffer_len`](Self::buffer_len) long.
+    #[inline]
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
-        let o = offsets_of(self.bth.opcode);
         let len = self.buffer_len();
-        let b = &mut p.buffer.as_mut()[..len];
-        self.bth.emit(&mut bth::Packet::new_unchecked(&mut b[..]));
-        if let Some(at) = o.rdeth {
-            self.rdeth
-                .unwrap_or_default()
-                .emit(&mut rdeth::Packet::new_unchecked(&mut b[at..]));
+        self.emit_headers(&mut p.buffer.as_mut()[..len]);
+    }
+
+    /// [`emit`](Self::emit) into the front of `buf`; returns
+    /// [`buffer_len`](Self::buffer_len), or `None` (nothing written) when `buf` is shorter.
+    #[inline]
+    pub fn emit_into(&self, buf: &mut [u8]) -> Option<usize> {
+        let len = self.buffer_len();
+        self.emit_headers(buf.get_mut(..len)?);
+        Some(len)
+    }
+
+    /// Writes headers and pad into `b`, which is exactly `buffer_len()` long.
+    #[inline]
+    fn emit_headers(&self, b: &mut [u8]) {
+        let info = self.bth.opcode.info();
+        let f = info.flags;
+        let hdr = info.hdr_len as usize;
+        {
+            let t = &self.bth;
+            let h = &mut b[..hdr];
+            h[0] = t.opcode.0;
+            h[1] = (t.se as u8) << 7 | (t.migreq as u8) << 6 | (t.pad_cnt & 3) << 4;
+            put16(h, 2, t.pkey);
+            h[4] = (t.fecn as u8) << 7 | (t.becn as u8) << 6 | (t.resv6a & 0x3F);
+            put24(h, 5, t.dest_qp);
+            h[8] = (t.ack_req as u8) << 7 | (t.resv7 & 0x7F);
+            put24(h, 9, t.psn.value());
+            let mut at = bth::HEADER_LEN;
+            if f.contains(OpFlags::RDETH) {
+                let x = self.rdeth.unwrap_or_default();
+                h[at] = x.resv;
+                put24(h, at + 1, x.ee_context);
+                at += hdr_len::RDETH;
+            }
+            if f.contains(OpFlags::DETH) {
+                let x = self.deth.unwrap_or_default();
+                put32(h, at, x.qkey);
+                h[at + 4] = x.resv;
+                put24(h, at + 5, x.src_qp);
+                at += hdr_len::DETH;
+            }
+            if f.contains(OpFlags::XRCETH) {
+                put32(h, at, self.xrceth.unwrap_or(0));
+                at += hdr_len::XRCETH;
+            }
+            if f.contains(OpFlags::FETH) {
+                put32(h, at, self.feth.unwrap_or(0));
+                at += hdr_len::FETH;
+            }
+            if f.contains(OpFlags::RETH) {
+                let x = self.reth.unwrap_or_default();
+                put64(h, at, x.va);
+                put32(h, at + 8, x.rkey);
+                put32(h, at + 12, x.dma_len);
+                at += hdr_len::RETH;
+            }
+            if f.contains(OpFlags::ATMETH) {
+                let x = self.atomic_eth.unwrap_or_default();
+                put64(h, at, x.va);
+                put32(h, at + 8, x.rkey);
+                put64(h, at + 12, x.swap_add);
+                put64(h, at + 20, x.compare);
+                at += hdr_len::ATMETH;
+            }
+            if f.contains(OpFlags::AETH) {
+                let x = self.aeth.unwrap_or(aeth::Repr {
+                    syndrome: aeth::Syndrome::ACK,
+                    msn: 0,
+                });
+                h[at] = x.syndrome.to_byte();
+                put24(h, at + 1, x.msn);
+                at += hdr_len::AETH;
+            }
+            if f.contains(OpFlags::ATMACK) {
+                put64(h, at, self.atomic_ack_eth.unwrap_or_default().orig);
+                at += hdr_len::ATMACK;
+            }
+            if f.contains(OpFlags::IMMDT) {
+                put32(h, at, self.immdt.unwrap_or_default().imm);
+                at += hdr_len::IMMDT;
+            }
+            if f.contains(OpFlags::IETH) {
+                put32(h, at, self.ieth.unwrap_or_default().rkey);
+                at += hdr_len::IETH;
+            }
+            if f.contains(OpFlags::CNP) {
+                h[at..at + hdr_len::CNP_PAD].copy_from_slice(&self.cnp_reserved.unwrap_or([0; 16]));
+            }
         }
-        if let Some(at) = o.deth {
-            self.deth
-                .unwrap_or_default()
-                .emit(&mut deth::Packet::new_unchecked(&mut b[at..]));
-        }
-        if let Some(at) = o.xrceth {
-            field::set_u32(b, at..at + 4, self.xrceth.unwrap_or(0));
-        }
-        if let Some(at) = o.feth {
-            field::set_u32(b, at..at + 4, self.feth.unwrap_or(0));
-        }
-        if let Some(at) = o.reth {
-            self.reth
-                .unwrap_or_default()
-                .emit(&mut reth::Packet::new_unchecked(&mut b[at..]));
-        }
-        if let Some(at) = o.atmeth {
-            self.atomic_eth
-                .unwrap_or_default()
-                .emit(&mut atomic_eth::Packet::new_unchecked(&mut b[at..]));
-        }
-        if let Some(at) = o.aeth {
-            let a = self.aeth.unwrap_or(aeth::Repr {
-                syndrome: aeth::Syndrome::ACK,
-                msn: 0,
-            });
-            a.emit(&mut aeth::Packet::new_unchecked(&mut b[at..]));
-        }
-        if let Some(at) = o.atmack {
-            self.atomic_ack_eth
-                .unwrap_or_default()
-                .emit(&mut atomic_ack_eth::Packet::new_unchecked(&mut b[at..]));
-        }
-        if let Some(at) = o.immdt {
-            self.immdt
-                .unwrap_or_default()
-                .emit(&mut immdt::Packet::new_unchecked(&mut b[at..]));
-        }
-        if let Some(at) = o.ieth {
-            self.ieth
-                .unwrap_or_default()
-                .emit(&mut ieth::Packet::new_unchecked(&mut b[at..]));
-        }
-        if self.bth.opcode.info().flags.contains(OpFlags::CNP) {
-            b[bth::HEADER_LEN..bth::HEADER_LEN + 16]
-                .copy_from_slice(&self.cnp_reserved.unwrap_or([0; 16]));
-        }
-        let pad_at = o.payload + self.payload_len;
+        let pad_at = hdr + self.payload_len;
         b[pad_at..pad_at + self.bth.pad_cnt as usize].fill(0);
     }
+}
+
+/// Writes an RC ACKNOWLEDGE (BTH + AETH, no payload) into the front of `buf`: exactly the
+/// bytes [`Repr::emit`] writes for `Repr::new(bth::Repr::new(Opcode::RC_ACKNOWLEDGE, dest_qp,
+/// psn))` with `aeth = (Syndrome::from_byte(syndrome), msn)`. Returns the packet length
+/// including the (unwritten) ICRC, or `None` when `buf` is shorter.
+#[inline]
+pub fn emit_rc_ack(
+    buf: &mut [u8],
+    dest_qp: u32,
+    psn: crate::Psn,
+    syndrome: u8,
+    msn: u32,
+) -> Option<usize> {
+    const LEN: usize = bth::HEADER_LEN + aeth::HEADER_LEN + ICRC_LEN;
+    let b: &mut [u8; LEN] = buf.get_mut(..LEN)?.try_into().ok()?;
+    b[0] = Opcode::RC_ACKNOWLEDGE.0;
+    b[1] = 0;
+    put16(b, 2, crate::DEFAULT_PKEY);
+    b[4] = 0;
+    put24(b, 5, dest_qp);
+    b[8] = 0;
+    put24(b, 9, psn.value());
+    b[12] = syndrome; // Syndrome::from_byte(s).to_byte() == s for every byte
+    put24(b, 13, msn);
+    Some(LEN)
+}
+
+#[inline(always)]
+fn be16(b: &[u8], at: usize) -> u16 {
+    u16::from_be_bytes([b[at], b[at + 1]])
+}
+#[inline(always)]
+fn be24(b: &[u8], at: usize) -> u32 {
+    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
+}
+#[inline(always)]
+fn be32(b: &[u8], at: usize) -> u32 {
+    let mut a = [0u8; 4];
+    a.copy_from_slice(&b[at..at + 4]);
+    u32::from_be_bytes(a)
+}
+#[inline(always)]
+fn be64(b: &[u8], at: usize) -> u64 {
+    let mut a = [0u8; 8];
+    a.copy_from_slice(&b[at..at + 8]);
+    u64::from_be_bytes(a)
+}
+#[inline(always)]
+fn put16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+#[inline(always)]
+fn put24(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 3].copy_from_slice(&(v & 0xFF_FFFF).to_be_bytes()[1..]);
+}
+#[inline(always)]
+fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+#[inline(always)]
+fn put64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
 impl fmt::Display for Repr {
@@ -497,6 +737,212 @@ mod test {
                 assert_eq!(p.deth().unwrap().src_qp(), 0x22);
             }
         }
+    }
+
+    /// The per-header views and their `Repr`s: the reference [`Repr::parse_into`] and
+    /// [`Repr::emit_into`] are checked against.
+    fn view_parse(p: &Packet<&[u8]>) -> Result<Repr> {
+        p.check_len()?;
+        let info = p.info();
+        if info.support == Support::Unknown {
+            return Err(Error::UnknownOpcode(p.opcode().0));
+        }
+        let bth = bth::Repr::parse(&p.bth())?;
+        let body = p.buffer.len() - info.hdr_len as usize - ICRC_LEN;
+        if body & 3 != 0 {
+            return Err(Error::BadPad);
+        }
+        if !info.flags.contains(OpFlags::PAYLOAD) && body != 0 {
+            return Err(Error::BadLength);
+        }
+        let mut r = Repr::new(bth);
+        r.payload_len = body - bth.pad_cnt as usize;
+        r.rdeth = p.rdeth().map(|v| rdeth::Repr::parse(&v).unwrap());
+        r.deth = p.deth().map(|v| deth::Repr::parse(&v).unwrap());
+        r.xrceth = p
+            .offsets()
+            .xrceth
+            .map(|at| field::u32_at(p.buffer, at..at + 4));
+        r.feth = p.feth();
+        r.reth = p.reth().map(|v| reth::Repr::parse(&v).unwrap());
+        r.atomic_eth = p.atomic_eth().map(|v| atomic_eth::Repr::parse(&v).unwrap());
+        r.aeth = p.aeth().map(|v| aeth::Repr::parse(&v).unwrap());
+        r.atomic_ack_eth = p
+            .atomic_ack_eth()
+            .map(|v| atomic_ack_eth::Repr::parse(&v).unwrap());
+        r.immdt = p.immdt().map(|v| immdt::Repr::parse(&v).unwrap());
+        r.ieth = p.ieth().map(|v| ieth::Repr::parse(&v).unwrap());
+        if info.flags.contains(OpFlags::CNP) {
+            let mut c = [0u8; 16];
+            c.copy_from_slice(&p.buffer[12..28]);
+            r.cnp_reserved = Some(c);
+        }
+        Ok(r)
+    }
+
+    fn view_emit(r: &Repr, b: &mut [u8]) {
+        let o = offsets_of(r.bth.opcode);
+        r.bth.emit(&mut bth::Packet::new_unchecked(&mut b[..]));
+        let mut put = |at: Option<usize>, f: &mut dyn FnMut(&mut [u8])| {
+            if let Some(at) = at {
+                f(&mut b[at..]);
+            }
+        };
+        put(o.rdeth, &mut |s| {
+            r.rdeth
+                .unwrap_or_default()
+                .emit(&mut rdeth::Packet::new_unchecked(s))
+        });
+        put(o.deth, &mut |s| {
+            r.deth
+                .unwrap_or_default()
+                .emit(&mut deth::Packet::new_unchecked(s))
+        });
+        put(o.xrceth, &mut |s| {
+            field::set_u32(s, 0..4, r.xrceth.unwrap_or(0))
+        });
+        put(o.feth, &mut |s| {
+            field::set_u32(s, 0..4, r.feth.unwrap_or(0))
+        });
+        put(o.reth, &mut |s| {
+            r.reth
+                .unwrap_or_default()
+                .emit(&mut reth::Packet::new_unchecked(s))
+        });
+        put(o.atmeth, &mut |s| {
+            r.atomic_eth
+                .unwrap_or_default()
+                .emit(&mut atomic_eth::Packet::new_unchecked(s))
+        });
+        put(o.aeth, &mut |s| {
+            r.aeth
+                .unwrap_or(aeth::Repr {
+                    syndrome: aeth::Syndrome::ACK,
+                    msn: 0,
+                })
+                .emit(&mut aeth::Packet::new_unchecked(s))
+        });
+        put(o.atmack, &mut |s| {
+            r.atomic_ack_eth
+                .unwrap_or_default()
+                .emit(&mut atomic_ack_eth::Packet::new_unchecked(s))
+        });
+        put(o.immdt, &mut |s| {
+            r.immdt
+                .unwrap_or_default()
+                .emit(&mut immdt::Packet::new_unchecked(s))
+        });
+        put(o.ieth, &mut |s| {
+            r.ieth
+                .unwrap_or_default()
+                .emit(&mut ieth::Packet::new_unchecked(s))
+        });
+        if r.bth.opcode.has(OpFlags::CNP) {
+            b[12..28].copy_from_slice(&r.cnp_reserved.unwrap_or([0; 16]));
+        }
+        let pad_at = o.payload + r.payload_len;
+        b[pad_at..pad_at + r.bth.pad_cnt as usize].fill(0);
+    }
+
+    /// Every opcode, pseudo-random header bytes and lengths: `parse_into` (also into a dirty
+    /// `Repr`) gives what the per-header views give, the same error class, and `emit_into`
+    /// writes the bytes the views write.
+    #[test]
+    fn fast_parse_and_emit_match_the_views() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let mut last = Repr::new(bth::Repr::new(Opcode(0), 0, Psn::new(0)));
+        last.cnp_reserved = Some([7; 16]);
+        last.rdeth = Some(rdeth::Repr {
+            resv: 1,
+            ee_context: 2,
+        });
+        last.xrceth = Some(3);
+        last.feth = Some(4);
+        for i in 0..200_000u32 {
+            let op = (i & 0xFF) as u8;
+            let hdr = Opcode(op).info().hdr_len as usize;
+            let extra = match rnd() % 4 {
+                0 => 0,
+                1 => rnd() as usize % 8,
+                _ => rnd() as usize % 80,
+            };
+            let len = (hdr + 4 + extra).max(rnd() as usize % 20);
+            let mut b: std::vec::Vec<u8> = (0..len).map(|_| rnd() as u8).collect();
+            if !b.is_empty() {
+                b[0] = op;
+            }
+            if len > 1 && rnd() % 10 < 7 {
+                b[1] &= 0xF0; // mostly TVer 0
+            }
+            let p = Packet::new_unchecked(&b[..]);
+            let want = view_parse(&p);
+            assert_eq!(
+                p.check_len().and_then(|()| p.check_well_formed()),
+                want.map(|_| ()),
+                "check_well_formed op {op:#x} case {i}"
+            );
+            let got = Repr::parse(&p);
+            let mut dirty = last;
+            let into = dirty.parse_into(&p);
+            match (&want, &got) {
+                (Ok(w), Ok(g)) => {
+                    assert_eq!(w, g, "op {op:#x} case {i}");
+                    assert_eq!((into, dirty), (Ok(()), *w), "into op {op:#x} case {i}");
+                }
+                (Err(a), Err(b)) => assert_eq!(
+                    core::mem::discriminant(a),
+                    core::mem::discriminant(b),
+                    "op {op:#x} case {i}"
+                ),
+                _ => panic!("op {op:#x} case {i}: {want:?} vs {got:?}"),
+            }
+            if let Ok(r) = want {
+                last = r;
+                for r in [r, {
+                    // headers the opcode carries but the Repr lacks are written as zeros
+                    let mut bare = Repr::new(r.bth);
+                    bare.set_payload_len(r.payload_len);
+                    bare
+                }] {
+                    let n = r.buffer_len();
+                    let mut a = std::vec![0xA5u8; n + 3];
+                    let mut c = a.clone();
+                    view_emit(&r, &mut a[..n]);
+                    assert_eq!(r.emit_into(&mut c), Some(n));
+                    assert_eq!(a, c, "emit op {op:#x} case {i}");
+                    r.emit(&mut Packet::new_unchecked(&mut c[..n]));
+                    assert_eq!(a, c, "emit op {op:#x} case {i}");
+                    assert_eq!(r.emit_into(&mut c[..n - 1]), None);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn rc_ack_matches_emit() {
+        let mut x: u32 = 12345;
+        for i in 0..20_000u32 {
+            x = x.wrapping_mul(1_103_515_245).wrapping_add(12345);
+            let (dqp, psn, msn) = (x, x.rotate_left(7), x.rotate_left(13));
+            let syn = (i & 0xFF) as u8;
+            let mut r = Repr::new(bth::Repr::new(Opcode::RC_ACKNOWLEDGE, dqp, Psn::new(psn)));
+            r.aeth = Some(aeth::Repr {
+                syndrome: aeth::Syndrome::from_byte(syn),
+                msn,
+            });
+            let mut a = [0xA5u8; 24];
+            let mut b = a;
+            assert_eq!(r.emit_into(&mut a), Some(20));
+            assert_eq!(emit_rc_ack(&mut b, dqp, Psn::new(psn), syn, msn), Some(20));
+            assert_eq!(a, b, "case {i}");
+        }
+        assert_eq!(emit_rc_ack(&mut [0; 19], 1, Psn::new(1), 0, 0), None);
     }
 
     #[test]

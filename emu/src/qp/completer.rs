@@ -1,12 +1,12 @@
 //! The completer (rxe `rxe_comp.c`): consumes ACKs, NAKs, read responses and atomic ACKs for
 //! the oldest outstanding send WQE, handles implicit acknowledgement, the retry and RNR
 //! timers and their counters, and maps NAK codes to completion statuses (C.3, C.4, C.9).
+use super::responder::Pkt;
 use super::{Ctx, Qp};
 use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
 use roce_wire::aeth::{NakCode, Syndrome};
-use roce_wire::transport::{Packet, Repr};
 use roce_wire::{OpFlags, Opcode};
 
 /// rxe `enum comp_state`, reduced to the states that carry decisions.
@@ -42,17 +42,11 @@ impl Qp {
     }
 
     /// Handles one response packet (ACK flag set in the opcode table).
-    pub(crate) fn on_response(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        now: Instant,
-        p: &Packet<&[u8]>,
-        r: &Repr,
-    ) {
-        let psn = r.bth.psn;
-        let op = r.bth.opcode;
-        let flags = op.flags();
-        let syn = r.aeth.map(|a| a.syndrome);
+    pub(crate) fn on_response(&mut self, ctx: &mut Ctx<'_>, now: Instant, p: &Pkt<'_>) {
+        let psn = p.bth().psn();
+        let op = p.opcode();
+        let flags = p.info().flags;
+        let syn = p.aeth().map(|a| a.syndrome());
         // A response for a PSN this QP never transmitted (at or beyond the highest PSN sent)
         // acknowledges nothing: it is forged or misrouted. rxe's check_psn would complete the
         // oldest WQE on it (a "ghost" ACK / NAK / read response); we drop it.
@@ -79,13 +73,13 @@ impl Qp {
                             }
                             WqeState::Done => CompSt::CompWqe,
                             WqeState::Error => CompSt::Error,
-                            _ => self.check_psn(ctx, r),
+                            _ => self.check_psn(ctx, p, syn),
                         }
                     }
                 }
-                CompSt::CheckAck => self.check_ack(ctx, r),
-                CompSt::Read => self.do_read(ctx, p, r),
-                CompSt::Atomic => self.do_atomic(ctx, r),
+                CompSt::CheckAck => self.check_ack(ctx, p, syn),
+                CompSt::Read => self.do_read(ctx, p),
+                CompSt::Atomic => self.do_atomic(ctx, p),
                 CompSt::WriteSend => {
                     let w = self.sq.get(self.sq.head);
                     if w.opcode.is_rd_atomic() {
@@ -174,8 +168,8 @@ impl Qp {
     }
 
     /// rxe `check_psn`.
-    fn check_psn(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
-        let psn = r.bth.psn;
+    fn check_psn(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, syn: Option<Syndrome>) -> CompSt {
+        let psn = p.bth().psn();
         let w = *self.sq.get(self.sq.head);
         if psn.diff(w.last_psn) > 0 {
             return if w.state == WqeState::Pending {
@@ -191,10 +185,7 @@ impl Qp {
             };
         }
         let d = psn.diff(self.comp.psn);
-        let is_ack_syn = matches!(
-            r.aeth.map(|a| a.syndrome),
-            Some(Syndrome::Ack { .. }) | None
-        );
+        let is_ack_syn = matches!(syn, Some(Syndrome::Ack { .. }) | None);
         if d < 0 {
             // A stale response. rxe completes the WQE when it carries the WQE's last PSN; we
             // additionally require a positive syndrome (a stale NAK must not complete work).
@@ -213,11 +204,8 @@ impl Qp {
             // rxe lets any stale NAK reach check_ack mid-read; only a PSN-sequence NAK has a
             // meaning there (retry). A stale RNR NAK would fail the sequence check and error the
             // QP, so it is ignored like any other stale response.
-            let seq_nak = matches!(
-                r.aeth.map(|a| a.syndrome),
-                Some(Syndrome::Nak(NakCode::PsnSeqError))
-            );
-            if r.bth.opcode == Opcode::RC_ACKNOWLEDGE && mid_read && seq_nak {
+            let seq_nak = matches!(syn, Some(Syndrome::Nak(NakCode::PsnSeqError)));
+            if p.opcode() == Opcode::RC_ACKNOWLEDGE && mid_read && seq_nak {
                 return CompSt::CheckAck;
             }
             ctx.ctr.resp_ignored += 1;
@@ -231,13 +219,12 @@ impl Qp {
     }
 
     /// rxe `check_ack`: opcode sequence, then the syndrome.
-    fn check_ack(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
-        let op = r.bth.opcode;
-        let flags = op.flags();
-        let psn = r.bth.psn;
+    fn check_ack(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, syn: Option<Syndrome>) -> CompSt {
+        let op = p.opcode();
+        let flags = p.info().flags;
+        let psn = p.bth().psn();
         let h = self.sq.head;
         let w = *self.sq.get(h);
-        let syn = r.aeth.map(|a| a.syndrome);
         match self.comp.opcode {
             None if !flags.contains(OpFlags::START) => return CompSt::Error,
             Some(Opcode::RC_RDMA_READ_RESPONSE_FIRST)
@@ -314,10 +301,10 @@ impl Qp {
     }
 
     /// rxe `do_read`: place read-response payload by PSN; done on the last response.
-    fn do_read(&mut self, ctx: &mut Ctx<'_>, p: &Packet<&[u8]>, r: &Repr) -> CompSt {
+    fn do_read(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>) -> CompSt {
         let h = self.sq.head;
         let w = *self.sq.get(h);
-        let psn = r.bth.psn;
+        let psn = p.bth().psn();
         let off = psn.diff(w.orig_first_psn).max(0) as u64 * self.mtu as u64;
         let data = p.payload();
         let end = off + data.len() as u64;
@@ -340,7 +327,7 @@ impl Qp {
             self.sq.get_mut(h).status = WcStatus::LocProtErr;
             return CompSt::Error;
         }
-        if r.bth.opcode.has(OpFlags::END) && end == w.length as u64 {
+        if p.info().flags.contains(OpFlags::END) && end == w.length as u64 {
             CompSt::CompAck
         } else {
             CompSt::UpdateComp
@@ -348,9 +335,9 @@ impl Qp {
     }
 
     /// rxe `do_atomic`: the original value (host order) goes to the 8-byte local SGE.
-    fn do_atomic(&mut self, ctx: &mut Ctx<'_>, r: &Repr) -> CompSt {
+    fn do_atomic(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>) -> CompSt {
         let h = self.sq.head;
-        let orig = r.atomic_ack_eth.map_or(0, |a| a.orig);
+        let orig = p.atomic_ack_eth().map_or(0, |a| a.orig());
         if ctx
             .mrs
             .scatter(self.pd, self.sq.sges_of(h), 0, &orig.to_ne_bytes())

@@ -14,7 +14,7 @@ use roce_wire::{atomic_eth, bth, deth, ieth, immdt, reth, OpFlags, Opcode};
 /// Writes `repr`'s headers into `buf`; `None` when the buffer is too small.
 #[inline]
 pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
-    crate::hdr::emit(repr, buf)
+    repr.emit_into(buf)
 }
 
 /// Completes a transmit record and fills the ICRC over `buf[..len]`.

@@ -9,6 +9,9 @@ use crate::net::{RxMeta, Transmit};
 use crate::verbs::*;
 use roce_wire::aeth::{self, NakCode, Syndrome};
 use roce_wire::transport::{Packet, Repr};
+
+/// A received transport packet (BTH..ICRC), well-formed: `check_len` and `check_repr` passed.
+pub(crate) type Pkt<'a> = Packet<&'a [u8]>;
 use roce_wire::{atomic_ack_eth, bth, OpFlags, Opcode, Psn};
 use std::net::IpAddr;
 
@@ -65,15 +68,9 @@ impl Qp {
     }
 
     /// Handles one request packet (REQ flag set), QP state already checked.
-    pub(crate) fn on_request(
-        &mut self,
-        ctx: &mut Ctx<'_>,
-        meta: &RxMeta,
-        p: &Packet<&[u8]>,
-        r: &Repr,
-    ) {
-        let psn = r.bth.psn;
-        let flags = r.bth.opcode.flags();
+    pub(crate) fn on_request(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Pkt<'_>) {
+        let psn = p.bth().psn();
+        let flags = p.info().flags;
         match self.qp_type {
             QpType::Rc => {
                 let d = psn.diff(self.resp.psn);
@@ -88,7 +85,7 @@ impl Qp {
                 }
                 if d < 0 {
                     ctx.ctr.duplicate_request += 1;
-                    self.duplicate_request(ctx, r);
+                    self.duplicate_request(ctx, p);
                     return;
                 }
                 self.resp.sent_psn_nak = false;
@@ -108,8 +105,8 @@ impl Qp {
             }
             QpType::Ud => {}
         }
-        if let Err(e) = self.process_request(ctx, meta, p, r) {
-            self.resp_error(ctx, r, e);
+        if let Err(e) = self.process_request(ctx, meta, p) {
+            self.resp_error(ctx, p, e);
         }
     }
 
@@ -123,11 +120,10 @@ impl Qp {
         &mut self,
         ctx: &mut Ctx<'_>,
         meta: &RxMeta,
-        p: &Packet<&[u8]>,
-        r: &Repr,
+        p: &Pkt<'_>,
     ) -> Result<(), RespErr> {
-        let op = r.bth.opcode;
-        let flags = op.flags();
+        let op = p.opcode();
+        let flags = p.info().flags;
         let rc = self.qp_type == QpType::Rc;
         // check_op_seq
         match self.resp.opcode {
@@ -201,20 +197,20 @@ impl Qp {
                 return Err(RespErr::Length);
             }
         }
-        if let Some(reth) = r.reth {
-            if reth.dma_len > 1 << 31 {
+        if let Some(reth) = p.reth() {
+            if reth.dma_len() > 1 << 31 {
                 return Err(RespErr::Length);
             }
         }
         let mrs = ctx.mrs;
         let mr = if flags.intersects(OpFlags::READ | OpFlags::WRITE | OpFlags::ATOMIC) {
-            self.check_rkey(mrs, r, payload)?
+            self.check_rkey(mrs, p, payload)?
         } else {
             None
         };
         // execute
         if flags.contains(OpFlags::SEND) {
-            self.send_data_in(ctx, meta, p, r)?;
+            self.send_data_in(ctx, meta, p)?;
         } else if flags.contains(OpFlags::WRITE) {
             if let Some((e, off)) = mr {
                 e.mem.write(off, p.payload());
@@ -222,12 +218,13 @@ impl Qp {
             self.resp.offset += payload;
             self.resp.resid -= payload;
         } else if flags.contains(OpFlags::READ) {
-            self.execute_read(ctx, r);
+            self.execute_read(ctx, p);
             return Ok(());
         } else if flags.contains(OpFlags::ATOMIC) {
-            return self.execute_atomic(ctx, r, mr);
+            return self.execute_atomic(ctx, p, mr);
         }
-        let psn = r.bth.psn;
+        let bth = p.bth();
+        let psn = bth.psn();
         if flags.contains(OpFlags::END) {
             self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
         }
@@ -235,14 +232,13 @@ impl Qp {
         self.resp.ack_psn = self.resp.psn;
         self.resp.opcode = Some(op);
         if flags.contains(OpFlags::COMP) {
-            if let Some(ieth) = r.ieth {
+            if flags.contains(OpFlags::IETH) {
                 // rxe invalidates only fast-registration MRs; user MRs fail (class J).
-                let _ = ieth;
                 return Err(RespErr::InvalidateRkey);
             }
-            self.complete_recv(ctx, r, WcStatus::Success);
+            self.complete_recv(ctx, p, WcStatus::Success);
         }
-        if rc && r.bth.ack_req && self.state != QpState::Err {
+        if rc && bth.ack_req() && self.state != QpState::Err {
             self.ack(ctx, psn, aeth::CREDITS_INVALID);
         }
         Ok(())
@@ -283,19 +279,20 @@ impl Qp {
     fn check_rkey<'m>(
         &mut self,
         mrs: &'m crate::mem::MrTable,
-        r: &Repr,
+        p: &Pkt<'_>,
         payload: u32,
     ) -> Result<Option<(&'m MrEntry, usize)>, RespErr> {
-        let flags = r.bth.opcode.flags();
+        let flags = p.info().flags;
         let access;
         if flags.intersects(OpFlags::READ | OpFlags::WRITE) {
-            if let Some(reth) = r.reth {
-                self.resp.va = reth.va;
+            if let Some(reth) = p.reth() {
+                let dma_len = reth.dma_len();
+                self.resp.va = reth.va();
                 self.resp.offset = 0;
-                self.resp.resid = reth.dma_len;
-                self.resp.length = reth.dma_len;
-                self.resp.rkey = reth.rkey;
-                if reth.dma_len == 0 {
+                self.resp.resid = dma_len;
+                self.resp.length = dma_len;
+                self.resp.rkey = reth.rkey();
+                if dma_len == 0 {
                     // C9-88: a zero-length READ/WRITE need not carry a valid address or key
                     return if payload == 0 {
                         Ok(None)
@@ -310,7 +307,7 @@ impl Qp {
                 AccessFlags::REMOTE_WRITE
             };
         } else {
-            let a = r.atomic_eth.unwrap_or_default();
+            let a = atomic_eth_of(p);
             self.resp.va = a.va;
             self.resp.offset = 0;
             self.resp.rkey = a.rkey;
@@ -324,7 +321,7 @@ impl Qp {
             .map_err(|_| RespErr::RkeyViolation)?;
         if flags.contains(OpFlags::WRITE) {
             let resid = self.resp.resid;
-            let pad = r.bth.pad_cnt as u32;
+            let pad = p.bth().pad_cnt() as u32;
             if resid > self.mtu {
                 if payload != self.mtu || pad != 0 {
                     return Err(RespErr::Length);
@@ -340,8 +337,7 @@ impl Qp {
         &mut self,
         ctx: &mut Ctx<'_>,
         meta: &RxMeta,
-        p: &Packet<&[u8]>,
-        r: &Repr,
+        p: &Pkt<'_>,
     ) -> Result<(), RespErr> {
         let mrs = ctx.mrs;
         let ud = self.qp_type == QpType::Ud;
@@ -367,7 +363,6 @@ impl Qp {
                     self.resp.send_off = 40;
                 }
                 self.resp.send_off += p.payload_len() as u32;
-                let _ = r;
                 Ok(())
             }
             Err(MemErr::NoSpace) => Err(RespErr::Length),
@@ -394,9 +389,9 @@ impl Qp {
         self.resp.res_head = (self.resp.res_head + 1) % n;
     }
 
-    fn execute_read(&mut self, ctx: &mut Ctx<'_>, r: &Repr) {
-        let reth = r.reth.unwrap_or_default();
-        let psn = r.bth.psn;
+    fn execute_read(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>) {
+        let reth = reth_of(p);
+        let psn = p.bth().psn();
         let pkts = reth.dma_len.div_ceil(self.mtu).max(1);
         let last = psn + (pkts - 1);
         // C9-148: MSN counts the READ when it starts executing
@@ -430,20 +425,21 @@ impl Qp {
     fn execute_atomic(
         &mut self,
         ctx: &mut Ctx<'_>,
-        r: &Repr,
+        p: &Pkt<'_>,
         mr: Option<(&MrEntry, usize)>,
     ) -> Result<(), RespErr> {
-        let a = r.atomic_eth.unwrap_or_default();
+        let a = atomic_eth_of(p);
         if a.va & 7 != 0 {
             return Err(RespErr::Misaligned);
         }
         let (e, off) = mr.ok_or(RespErr::RkeyViolation)?;
-        let orig = if r.bth.opcode.0 & 0x1F == 0x13 {
+        let op = p.opcode();
+        let orig = if op.0 & 0x1F == 0x13 {
             e.mem.atomic_cmp_swap(off, a.compare, a.swap_add)
         } else {
             e.mem.atomic_fetch_add(off, a.swap_add)
         };
-        let psn = r.bth.psn;
+        let psn = p.bth().psn();
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
         self.alloc_resource(Resource {
             valid: true,
@@ -457,16 +453,16 @@ impl Qp {
         });
         self.resp.psn = psn + 1;
         self.resp.ack_psn = self.resp.psn;
-        self.resp.opcode = Some(r.bth.opcode);
+        self.resp.opcode = Some(op);
         let msn = self.resp.msn;
         self.push_job(ctx, Job::AtomicAck { psn, orig, msn });
         Ok(())
     }
 
     /// rxe `duplicate_request` (C9-105, C9-106).
-    fn duplicate_request(&mut self, ctx: &mut Ctx<'_>, r: &Repr) {
-        let flags = r.bth.opcode.flags();
-        let psn = r.bth.psn;
+    fn duplicate_request(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>) {
+        let flags = p.info().flags;
+        let psn = p.bth().psn();
         if flags.intersects(OpFlags::SEND | OpFlags::WRITE) {
             let prev = self.resp.ack_psn - 1;
             self.ack(ctx, prev, aeth::CREDITS_INVALID);
@@ -481,7 +477,7 @@ impl Qp {
             return;
         };
         if flags.contains(OpFlags::READ) && !res.atomic {
-            let reth = r.reth.unwrap_or_default();
+            let reth = reth_of(p);
             let (va, len) = (reth.va, reth.dma_len as u64);
             let end = va.checked_add(len);
             let within =
@@ -520,7 +516,7 @@ impl Qp {
     }
 
     /// Posts the receive completion for the current message and releases its WQE.
-    fn complete_recv(&mut self, ctx: &mut Ctx<'_>, r: &Repr, status: WcStatus) {
+    fn complete_recv(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, status: WcStatus) {
         let wr_id = if let Some((id, _)) = self.resp.srq_wqe.take() {
             id
         } else if self.resp.wqe_held {
@@ -540,7 +536,7 @@ impl Qp {
             ..Default::default()
         };
         if status == WcStatus::Success {
-            let flags = r.bth.opcode.flags();
+            let flags = p.info().flags;
             wc.wc_flags = WcFlags::GRH;
             if flags.contains(OpFlags::WRITE) {
                 wc.opcode = WcOpcode::RecvRdmaWithImm;
@@ -550,28 +546,28 @@ impl Qp {
                 wc.byte_len = self.resp.send_off;
                 ctx.ctr.rdma_recvs += 1;
             }
-            if let Some(i) = r.immdt {
+            if let Some(i) = p.immdt() {
                 wc.wc_flags |= WcFlags::WITH_IMM;
-                wc.imm_data = i.imm;
+                wc.imm_data = i.imm();
             }
-            if let Some(i) = r.ieth {
+            if let Some(i) = p.ieth() {
                 wc.wc_flags |= WcFlags::WITH_INV;
-                wc.imm_data = i.rkey;
+                wc.imm_data = i.rkey();
             }
-            if let Some(d) = r.deth {
-                wc.src_qp = d.src_qp;
+            if let Some(d) = p.deth() {
+                wc.src_qp = d.src_qp();
             }
         }
         self.resp.send_off = 0;
-        if !ctx.cq_post(self.recv_cq, wc, r.bth.se) {
+        if !ctx.cq_post(self.recv_cq, wc, p.bth().se()) {
             // class G: CQ overflow moves the QP to error
             self.to_error(ctx);
         }
     }
 
     /// Why the rkey check of this request failed (for the diagnostic).
-    fn rkey_fault(&self, ctx: &Ctx<'_>, r: &Repr) -> KeyFault {
-        let flags = r.bth.opcode.flags();
+    fn rkey_fault(&self, ctx: &Ctx<'_>, p: &Pkt<'_>) -> KeyFault {
+        let flags = p.info().flags;
         let access = if flags.contains(OpFlags::READ) {
             AccessFlags::REMOTE_READ
         } else if flags.contains(OpFlags::WRITE) {
@@ -586,12 +582,12 @@ impl Qp {
     }
 
     /// rxe's error states of the responder.
-    fn resp_error(&mut self, ctx: &mut Ctx<'_>, r: &Repr, e: RespErr) {
+    fn resp_error(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, e: RespErr) {
         let rc = self.qp_type == QpType::Rc;
-        let psn = r.bth.psn;
+        let psn = p.bth().psn();
         tracing::debug!(qpn = self.qpn, ?e, psn = psn.value(), "responder error");
         let class_c = |qp: &mut Qp, ctx: &mut Ctx<'_>, nak: u8, status: WcStatus| {
-            qp.complete_recv(ctx, r, status);
+            qp.complete_recv(ctx, p, status);
             qp.ack(ctx, psn, nak);
             qp.to_error(ctx);
         };
@@ -611,7 +607,7 @@ impl Qp {
                 }
             }
             RespErr::Unsupported if rc => {
-                let flags = r.bth.opcode.flags();
+                let flags = p.info().flags;
                 let acc = self.attr.qp_access_flags;
                 let flag = if flags.contains(OpFlags::READ)
                     && !acc.contains(AccessFlags::REMOTE_READ)
@@ -650,21 +646,21 @@ impl Qp {
             RespErr::MissingLastD1e => {
                 if self.resp.srq_wqe.is_some() {
                     self.resp.drop_msg = true;
-                    self.complete_recv(ctx, r, WcStatus::RemInvReqErr);
+                    self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
                 } else {
                     self.abandon_partial();
                 }
                 ctx.ctr.req_dropped += 1;
             }
             RespErr::RkeyViolation => {
-                let fault = self.rkey_fault(ctx, r);
+                let fault = self.rkey_fault(ctx, p);
                 ctx.diag(self.qpn, Diagnostic::RemoteAccess(fault));
                 if rc {
                     class_c(self, ctx, NAK_REM_ACC, WcStatus::RemAccessErr);
                 } else {
                     self.resp.drop_msg = true;
                     if self.resp.srq_wqe.is_some() {
-                        self.complete_recv(ctx, r, WcStatus::RemAccessErr);
+                        self.complete_recv(ctx, p, WcStatus::RemAccessErr);
                     }
                     self.abandon_partial();
                     ctx.ctr.req_dropped += 1;
@@ -675,7 +671,7 @@ impl Qp {
                     class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
                 } else {
                     if self.resp.srq_wqe.is_some() {
-                        self.complete_recv(ctx, r, WcStatus::RemInvReqErr);
+                        self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
                     }
                     self.resp.drop_msg = true;
                     self.abandon_partial();
@@ -690,7 +686,7 @@ impl Qp {
                 if let Some(f) = f {
                     ctx.diag(self.qpn, Diagnostic::LocalProtection(f));
                 }
-                self.complete_recv(ctx, r, WcStatus::LocQpOpErr);
+                self.complete_recv(ctx, p, WcStatus::LocQpOpErr);
                 if rc {
                     self.ack(ctx, psn, NAK_REM_OP);
                 }
@@ -698,8 +694,8 @@ impl Qp {
             }
             RespErr::InvalidateRkey => {
                 // class J: the requester still gets its ACK; the receiver sees the error
-                self.complete_recv(ctx, r, WcStatus::RemInvReqErr);
-                if rc && r.bth.ack_req {
+                self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
+                if rc && p.bth().ack_req() {
                     self.ack(ctx, psn, aeth::CREDITS_INVALID);
                 }
                 self.to_error(ctx);
@@ -716,7 +712,7 @@ impl Qp {
             let mut r;
             match job {
                 Job::Ack { psn, syndrome, msn } => {
-                    let len = crate::hdr::emit_ack(buf, dqp, psn, syndrome, msn)?;
+                    let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
                     self.resp.jobs.pop_front();
                     return super::requester::finish(
                         &path,
@@ -856,4 +852,25 @@ fn build_grh(out: &mut [u8; 40], m: &RxMeta, transport_len: usize) {
         }
         _ => {}
     }
+}
+
+/// The RETH of `p` as a `Repr` (zeros when the opcode has none).
+fn reth_of(p: &Pkt<'_>) -> roce_wire::reth::Repr {
+    p.reth()
+        .map_or_else(Default::default, |v| roce_wire::reth::Repr {
+            va: v.va(),
+            rkey: v.rkey(),
+            dma_len: v.dma_len(),
+        })
+}
+
+/// The AtomicETH of `p` as a `Repr` (zeros when the opcode has none).
+fn atomic_eth_of(p: &Pkt<'_>) -> roce_wire::atomic_eth::Repr {
+    p.atomic_eth()
+        .map_or_else(Default::default, |v| roce_wire::atomic_eth::Repr {
+            va: v.va(),
+            rkey: v.rkey(),
+            swap_add: v.swap_add(),
+            compare: v.compare(),
+        })
 }
