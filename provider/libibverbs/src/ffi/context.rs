@@ -107,14 +107,19 @@ impl Context {
     }
 }
 
-/// Recovers our context from a program's `ibv_context*`; `None` for NULL, foreign or closed ones.
+/// Registry tag of a live context (its `ibv_context*`).
+const CTX_TAG: u32 = u32::from_be_bytes(*b"rCTX");
+/// Registry tag of a device list from `ibv_get_device_list` not yet freed.
+const LIST_TAG: u32 = u32::from_be_bytes(*b"rDL_");
+
+/// Recovers our context from a program's `ibv_context*`; `None` for NULL, foreign or closed ones
+/// (looked up in the registry of live objects first, so those are never read).
 pub fn from_ptr<'a>(ctx: *mut ibv_context) -> Option<&'a Context> {
-    if ctx.is_null() {
+    if ctx.is_null() || !super::live::is_live(ctx as usize, CTX_TAG) {
         return None;
     }
-    // SAFETY: `ctx` is non-NULL and, by the verbs contract, points to a context the program got
-    // from `ibv_open_device` (of some libibverbs — only ours is loaded). Reading `abi_compat`
-    // is valid for any real `ibv_context`.
+    // SAFETY: `ctx` is a live context of ours (registered by `new_context`, unregistered by
+    // `ibv_close_device` before it is freed).
     unsafe {
         if (*ctx).abi_compat as usize != VERBS_ABI_IS_EXTENDED {
             return None;
@@ -133,7 +138,9 @@ pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *m
             // SAFETY: non-NULL out-pointer from the program.
             unsafe { *num_devices = 1 };
         }
-        Box::into_raw(list).cast()
+        let list = Box::into_raw(list);
+        super::live::register(list as usize, LIST_TAG);
+        list.cast()
     })
 }
 
@@ -141,7 +148,16 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
     if list.is_null() {
         return;
     }
-    // SAFETY: allocated by ibv_get_device_list as a Box<[_; 2]>.
+    if !super::live::unregister(list as usize, LIST_TAG) {
+        crate::log::misuse_once(
+            "device list",
+            "ibv_free_device_list was given a list that ibv_get_device_list did not return or \
+             that was already freed; it is ignored",
+        );
+        return;
+    }
+    // SAFETY: allocated by ibv_get_device_list as a Box<[_; 2]>, and still registered, so not
+    // freed yet.
     drop(unsafe { Box::from_raw(list.cast::<[*mut ibv_device; 2]>()) });
 }
 
@@ -257,6 +273,7 @@ fn new_context(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
     });
     let c = ctx.c_ptr();
     let _ = Box::into_raw(ctx);
+    super::live::register(c as usize, CTX_TAG);
     Ok(c)
 }
 
@@ -281,10 +298,14 @@ pub unsafe extern "C" fn ibv_close_device(context: *mut ibv_context) -> c_int {
         let Some(ctx) = from_ptr(context) else {
             return libc::EINVAL;
         };
+        // Unregistered first: a concurrent second close finds it gone and fails.
+        if !super::live::unregister(context as usize, CTX_TAG) {
+            return libc::EINVAL;
+        }
         ctx.inner.magic.store(0, Ordering::Release);
         let base = ctx as *const Context as *mut Context;
-        // SAFETY: allocated by `new_context` as a Box; the magic is cleared so a second close
-        // fails in `from_ptr` instead of freeing twice. Objects still open on the context are the
+        // SAFETY: allocated by `new_context` as a Box; it left the registry above, so a second
+        // close fails in `from_ptr` instead of freeing twice. Objects still open on the context are the
         // program's leak, as with libibverbs (their backend state goes with the backend context).
         drop(unsafe { Box::from_raw(base) });
         0
@@ -318,6 +339,11 @@ mod tests {
             assert!((*ctx).ops.post_send.is_some() && (*ctx).ops.poll_cq.is_some());
             assert!(from_ptr(ctx).is_some());
             assert_eq!(ibv_close_device(ctx), 0);
+            // Closed: not read again, a second close is refused.
+            assert!(from_ptr(ctx).is_none());
+            assert_eq!(ibv_close_device(ctx), libc::EINVAL);
+            ibv_free_device_list(list);
+            // A second free of the same list is ignored (with a warning), not a double free.
             ibv_free_device_list(list);
             assert!(from_ptr(core::ptr::null_mut()).is_none());
         }

@@ -184,7 +184,7 @@ pub unsafe extern "C" fn ibv_create_comp_channel(
             refcnt: Mutex::new(0),
             magic: <Channel as objects::Live>::alive(),
         });
-        Box::into_raw(ch).cast()
+        objects::publish(ch).cast()
     })
 }
 

@@ -3,10 +3,9 @@
 //!
 //! * A pointer argument is used only after a NULL check; a NULL where libibverbs would crash is
 //!   answered with `EINVAL` (or `NULL` + `errno = EINVAL`) instead.
-//! * Pointers to our objects (`ibv_context`, `ibv_pd`, `ibv_cq`, …) are trusted to be what we
-//!   handed out and not yet destroyed — the same contract libibverbs has. Contexts carry a magic
-//!   number that is checked on entry so a foreign or closed context fails with `EINVAL` rather
-//!   than being dereferenced further.
+//! * Pointers to our objects (`ibv_context`, `ibv_pd`, `ibv_cq`, …) are looked up in the
+//!   registry of live objects ([`live`]) before they are dereferenced, so a foreign, destroyed or
+//!   wrong-typed object fails with `EINVAL` and is never read.
 //! * Our objects are `#[repr(C)]` wrappers whose first field is the C struct, allocated with
 //!   `Box` and freed by the matching destroy verb only; the C pointer is the `Box` pointer.
 //! * No panic crosses the C boundary: every entry point that runs non-trivial Rust code is
@@ -16,6 +15,7 @@
 pub mod context;
 pub mod cq_ex;
 pub mod events;
+pub mod live;
 pub mod memory;
 pub mod misc;
 pub mod objects;

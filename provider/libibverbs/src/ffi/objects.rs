@@ -131,16 +131,19 @@ live! {
 }
 
 /// `p as &Wrapper`: `None` for NULL, and (with a one-time warning) for an object that is not a
-/// live `W`.
+/// live `W`. The pointer is looked up in the registry of live objects ([`super::live`]) before it
+/// is dereferenced, so a destroyed object is never read.
 ///
 /// # Safety
-/// `p` must be NULL or point to readable memory at least as large as `W` (any object pointer a
-/// program got from us; for a destroyed one this reads freed heap memory, which is the point of
-/// the check and harmless on glibc's heap for objects this small).
+/// A `p` found in the registry is a live `W` we allocated; the program must not destroy it while
+/// this call uses it (the verbs contract).
 pub(crate) unsafe fn obj<'a, W: Live, C>(p: *mut C) -> Option<&'a W> {
-    // SAFETY: per the function contract.
-    let w = unsafe { p.cast::<W>().as_ref() }?;
-    if w.magic().load(Ordering::Acquire) == W::MAGIC {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: registered by `publish` as a live `W` and not yet freed (`free` unregisters first).
+    let w = super::live::is_live(p as usize, W::MAGIC).then(|| unsafe { &*p.cast::<W>() });
+    if let Some(w) = w.filter(|w| w.magic().load(Ordering::Acquire) == W::MAGIC) {
         Some(w)
     } else {
         crate::log::misuse_once(
@@ -154,11 +157,19 @@ pub(crate) unsafe fn obj<'a, W: Live, C>(p: *mut C) -> Option<&'a W> {
     }
 }
 
-/// Marks `p` dead and frees it.
+/// Allocates `w` for the program: the returned pointer is the C object, registered as live.
+pub(crate) fn publish<W: Live>(w: Box<W>) -> *mut W {
+    let p = Box::into_raw(w);
+    super::live::register(p as usize, W::MAGIC);
+    p
+}
+
+/// Marks `p` dead, forgets it in the registry and frees it.
 ///
 /// # Safety
-/// `p` was allocated by us as a `Box<W>`, is live, and is not used again by us.
+/// `p` was allocated by [`publish`], is live, and is not used again by us.
 pub(crate) unsafe fn free<W: Live>(p: *mut W) {
+    super::live::unregister(p as usize, W::MAGIC);
     // SAFETY: per the function contract.
     unsafe {
         (*p).magic().store(0, Ordering::Release);
@@ -204,7 +215,7 @@ pub unsafe extern "C" fn ibv_alloc_pd(context: *mut ibv_context) -> *mut ibv_pd 
                     id,
                     magic: Pd::alive(),
                 });
-                Box::into_raw(pd).cast()
+                publish(pd).cast()
             }
             Err(e) => null_with(noted("ibv_alloc_pd", e)),
         }
@@ -294,7 +305,7 @@ pub unsafe extern "C" fn ibv_reg_mr_iova2(
                     id: info.id,
                     magic: Mr::alive(),
                 });
-                Box::into_raw(mr).cast()
+                publish(mr).cast()
             }
             Err(e) => null_with(noted("ibv_reg_mr", e)),
         }
@@ -348,7 +359,7 @@ fn new_cq(
     if !channel.is_null() && unsafe { obj::<Channel, _>(channel) }.is_none() {
         return Err(Errno::EINVAL);
     }
-    let cq = Box::into_raw(Box::new(Cq {
+    let cq = publish(Box::new(Cq {
         c: UnsafeCell::new(ibv_cq_ex {
             context,
             channel,
@@ -416,8 +427,8 @@ fn new_cq(
             Ok(cq)
         }
         Err(e) => {
-            // SAFETY: just allocated above, never published.
-            drop(unsafe { Box::from_raw(cq) });
+            // SAFETY: just allocated above, never handed to the program.
+            unsafe { free(cq) };
             Err(noted("ibv_create_cq", e))
         }
     }
@@ -634,7 +645,7 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
     if !matches!(a.qp_type, IBV_QPT_RC | IBV_QPT_UC | IBV_QPT_UD) {
         return Err(Errno::EOPNOTSUPP);
     }
-    let qp = Box::into_raw(Box::new(Qp {
+    let qp = publish(Box::new(Qp {
         c: UnsafeCell::new(ibv_qp_ex_ext {
             base: ibv_qp_ex {
                 qp_base: ibv_qp {
@@ -712,8 +723,8 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
             Ok((qp, info.cap))
         }
         Err(e) => {
-            // SAFETY: never published.
-            drop(unsafe { Box::from_raw(qp) });
+            // SAFETY: never handed to the program.
+            unsafe { free(qp) };
             Err(noted("ibv_create_qp", e))
         }
     }
@@ -1101,7 +1112,7 @@ pub unsafe extern "C" fn ibv_create_srq(
         }
         // SAFETY: non-NULL program struct.
         let ia = unsafe { &*srq_init_attr };
-        let srq = Box::into_raw(Box::new(Srq {
+        let srq = publish(Box::new(Srq {
             c: UnsafeCell::new(ibv_srq {
                 context,
                 srq_context: ia.srq_context,
@@ -1126,8 +1137,8 @@ pub unsafe extern "C" fn ibv_create_srq(
                 srq.cast()
             }
             Err(e) => {
-                // SAFETY: never published.
-                drop(unsafe { Box::from_raw(srq) });
+                // SAFETY: never handed to the program.
+                unsafe { free(srq) };
                 null_with(noted("ibv_create_srq", e))
             }
         }
@@ -1237,7 +1248,7 @@ pub unsafe extern "C" fn ibv_create_ah(pd: *mut ibv_pd, attr: *mut ibv_ah_attr) 
         // SAFETY: non-NULL program struct.
         let a = unsafe { attr.read() };
         match ctx.inner.backend.create_ah(p.id, &a) {
-            Ok(id) => Box::into_raw(Box::new(Ah {
+            Ok(id) => publish(Box::new(Ah {
                 c: UnsafeCell::new(ibv_ah {
                     context,
                     pd,
