@@ -2,7 +2,7 @@
 //! process or behind a TCP control connection) and the raw UDP baselines.
 use super::report::{Baseline, BwRow, LatRow, Report, Scale};
 use super::Plan;
-use crate::udp::baseline::{self, Technique};
+use crate::udp::baseline::{self, PingPong, Technique};
 use crate::verbs::{
     AccessFlags, CompletionQueue, Context, DeviceConfig, Error, MemoryRegion, Mtu,
     ProtectionDomain, QpType, QueuePair, QueuePairEndpoint, RemoteSlice, SendRequest, WcOpcode,
@@ -127,6 +127,34 @@ pub(crate) struct Side {
     pub mtu: Mtu,
 }
 
+/// Runtime counters of both devices, for `--counters`.
+struct CounterSnap(Vec<(&'static str, u64)>, Vec<(&'static str, u64)>);
+
+impl CounterSnap {
+    fn take(a: &Side, b: Option<&Side>) -> CounterSnap {
+        let snap = |s: Option<&Side>| {
+            s.and_then(|s| s.ctx.runtime())
+                .map(|d| d.runtime_counters().iter().collect())
+                .unwrap_or_default()
+        };
+        CounterSnap(snap(Some(a)), snap(b))
+    }
+    /// Prints the counters that moved, per message, for the active and the passive device.
+    fn print(&self, later: &CounterSnap, per: u64, what: &str, err: &mut dyn Write) {
+        let per = per.max(1) as f64;
+        for (side, (x, y)) in [("active", (&self.0, &later.0)), ("passive", (&self.1, &later.1))]
+        {
+            let mut line = format!("counters {what} {side}, per message:");
+            for ((n, v0), (_, v1)) in x.iter().zip(y.iter()) {
+                if v1 > v0 {
+                    line.push_str(&format!(" {n} {:.3}", (v1 - v0) as f64 / per));
+                }
+            }
+            let _ = writeln!(err, "{line}");
+        }
+    }
+}
+
 impl Side {
     pub(crate) fn open(ip: IpAddr, mtu: Mtu, len: usize, loss: f64) -> Result<Side, String> {
         let cfg = DeviceConfig {
@@ -217,16 +245,15 @@ fn bw_loop(
     })
 }
 
+/// Round trips of one latency round: samples after `warm` unmeasured ones; also returns the
+/// number of round trips made (warm-up included).
 fn lat_loop(
     qp: &QueuePair,
     cq: &CompletionQueue,
     mr: &MemoryRegion,
     iters: usize,
-) -> Result<LatResult, String> {
+) -> Result<(Vec<Duration>, usize), String> {
     let size = 64;
-    for i in 0..16 {
-        qp.post_receive(&[mr.slice(..size)], i).map_err(e2s)?;
-    }
     let payload = [0xA5u8; 64];
     let warm = (iters / 10).clamp(10, 500);
     let mut rtts = Vec::with_capacity(iters);
@@ -253,15 +280,20 @@ fn lat_loop(
             rtts.push(t0.elapsed());
         }
     }
+    Ok((rtts, warm + iters))
+}
+
+/// Min / p50 / p99 of round-trip samples.
+fn lat_result(mut rtts: Vec<Duration>) -> LatResult {
     rtts.sort_unstable();
     let us = |d: Duration| d.as_secs_f64() * 1e6;
     let pct = |p: f64| us(rtts[((rtts.len() - 1) as f64 * p).round() as usize]);
-    Ok(LatResult {
+    LatResult {
         iterations: rtts.len(),
         min_us: us(rtts[0]),
         p50_us: pct(0.5),
         p99_us: pct(0.99),
-    })
+    }
 }
 
 // ------------------------------------------------------------------ the passive side
@@ -284,6 +316,10 @@ struct Ready {
 trait Passive {
     fn setup(&mut self, s: &Setup) -> Result<Ready, String>;
     fn stop(&mut self) -> Result<(), String>;
+    /// The passive device when it is in this process.
+    fn side(&self) -> Option<&Side> {
+        None
+    }
 }
 
 /// The passive side in this process: a device and, for Send and latency, a thread that reposts
@@ -297,6 +333,9 @@ struct LocalPassive {
 type Running = (Arc<AtomicBool>, JoinHandle<Result<(), String>>, QueuePair);
 
 impl Passive for LocalPassive {
+    fn side(&self) -> Option<&Side> {
+        Some(&self.side)
+    }
     fn setup(&mut self, s: &Setup) -> Result<Ready, String> {
         self.stop()?;
         if s.size > self.side.mr.len() {
@@ -357,6 +396,10 @@ fn responder(
 ) -> Result<(), String> {
     let mut wcs = [WorkCompletion::default(); 64];
     let payload = [0x5Au8; 64];
+    if op == Op::Lat {
+        // the echo side of the ping-pong, pinned like the raw UDP one
+        baseline::pin(1);
+    }
     while !stop.load(Ordering::Relaxed) {
         let n = cq.poll(&mut wcs).map_err(e2s)?.len();
         for wc in &wcs[..n] {
@@ -560,18 +603,52 @@ fn run_bw(
     r
 }
 
-fn run_lat(a: &Side, passive: &mut dyn Passive, iters: usize) -> Result<LatResult, String> {
-    let cq = a.ctx.create_cq(4096).build().map_err(e2s)?;
-    let qp = a.qp(&cq, SQ_DEPTH, RQ_DEPTH)?;
-    let ready = passive.setup(&Setup {
-        op: Op::Lat,
-        size: 64,
-        endpoint: qp.endpoint(),
-    })?;
-    let qp = qp.handshake(ready.endpoint).map_err(e2s)?;
-    let r = lat_loop(&qp, &cq, &a.mr, iters);
-    passive.stop()?;
-    r
+/// Rounds the latency test is split into, alternating with the raw UDP ping-pong.
+const LAT_ROUNDS: usize = 5;
+
+/// The 64-byte Send/Recv ping-pong, in [`LAT_ROUNDS`] rounds on one QP, each followed by a
+/// round of the raw UDP ping-pong (`dgram` bytes) when `baseline`: on a shared machine the load
+/// changes within seconds, and interleaving exposes both to the same moments. Returns the RoCE
+/// result, the baseline over all its rounds, and the round trips made (warm-ups included).
+fn run_lat(
+    a: &Side,
+    passive: &mut dyn Passive,
+    iters: usize,
+    baseline: Option<usize>,
+) -> Result<(LatResult, Option<PingPong>, usize), String> {
+    let rounds = if iters >= 100 * LAT_ROUNDS { LAT_ROUNDS } else { 1 };
+    let per = iters.div_ceil(rounds);
+    let (mut rtts, mut made) = (Vec::with_capacity(iters), 0);
+    let (mut raw, mut lost) = (Vec::new(), 0);
+    for _ in 0..rounds {
+        // A fresh QP pair per round: the passive side's echo thread stops (it busy-polls)
+        // while the raw UDP ping-pong runs.
+        let cq = a.ctx.create_cq(4096).build().map_err(e2s)?;
+        let qp = a.qp(&cq, SQ_DEPTH, RQ_DEPTH)?;
+        let ready = passive.setup(&Setup {
+            op: Op::Lat,
+            size: 64,
+            endpoint: qp.endpoint(),
+        })?;
+        let qp = qp.handshake(ready.endpoint).map_err(e2s)?;
+        for i in 0..16 {
+            qp.post_receive(&[a.mr.slice(..64)], i).map_err(e2s)?;
+        }
+        // Pinned like the raw UDP ping-pong (CPU 0 here, the echo on CPU 1).
+        let r = baseline::pinned(0, || lat_loop(&qp, &cq, &a.mr, per));
+        passive.stop()?;
+        let (r, m) = r?;
+        rtts.extend(r);
+        made += m;
+        if let Some(dgram) = baseline {
+            if let Ok((r, l)) = baseline::pingpong_samples(dgram, per) {
+                raw.extend(r);
+                lost += l;
+            }
+        }
+    }
+    let base = baseline.and_then(|d| PingPong::from_samples(d, raw, lost).ok());
+    Ok((lat_result(rtts), base, made))
 }
 
 fn steps(plan: &Plan) -> usize {
@@ -611,7 +688,12 @@ fn run_all(
             // only ever makes a run slower, so the best run is the least disturbed one).
             let (mut r, mut b) = (None::<BwResult>, None::<Baseline>);
             for _ in 0..plan.repeat {
+                let c0 = plan.counters.then(|| CounterSnap::take(a, passive.side()));
                 let x = run_bw(a, passive, op, size, plan.duration)?;
+                if let Some(c0) = c0 {
+                    let c1 = CounterSnap::take(a, passive.side());
+                    c0.print(&c1, x.iterations, &format!("{} {size} B", op.title()), prog.err);
+                }
                 if !r.is_some_and(|r| x.msg_per_s() <= r.msg_per_s()) {
                     r = Some(x);
                 }
@@ -630,12 +712,13 @@ fn run_all(
     }
     if plan.latency {
         prog.step("RC Send/Recv latency 64 B");
-        let r = run_lat(a, passive, plan.iters)?;
-        let b = if baseline {
-            baseline::pingpong(datagram_size(Op::Lat, 64, plan.mtu), plan.iters).ok()
-        } else {
-            None
-        };
+        let c0 = plan.counters.then(|| CounterSnap::take(a, passive.side()));
+        let dgram = baseline.then(|| datagram_size(Op::Lat, 64, plan.mtu));
+        let (r, b, made) = run_lat(a, passive, plan.iters, dgram)?;
+        if let Some(c0) = c0 {
+            let c1 = CounterSnap::take(a, passive.side());
+            c0.print(&c1, made as u64, "latency 64 B", prog.err);
+        }
         rep.lat = Some(LatRow::new(r, b));
     }
     if plan.check {

@@ -74,6 +74,10 @@ pub struct BenchArgs {
     /// Skip the raw UDP baseline.
     #[arg(long)]
     pub no_baseline: bool,
+    /// After each point, print both devices' datapath counters per message (system calls,
+    /// datagrams, inline progress, thread wake-ups) on stderr: where the time goes.
+    #[arg(long)]
+    pub counters: bool,
     /// Run the devices without the runtime's background progress thread (polling threads
     /// drive everything).
     #[arg(long)]
@@ -125,6 +129,8 @@ pub struct Plan {
     pub check: bool,
     /// Runs per bandwidth point.
     pub repeat: usize,
+    /// Print datapath counters per message after each point.
+    pub counters: bool,
 }
 
 impl Plan {
@@ -162,6 +168,7 @@ impl Plan {
             baseline: !a.no_baseline,
             check: a.check,
             repeat: a.repeat.unwrap_or(if a.quick { 1 } else { 2 }).clamp(1, 20),
+            counters: a.counters,
         })
     }
 }

@@ -183,6 +183,8 @@ struct Engine {
     rx: Option<RecvBatch>,
     fault: Fault,
     held: Option<(Vec<u8>, TxMeta)>,
+    /// ACKs (and responder packets queued behind them) held to the end of a transmit burst.
+    acks: AckQueue,
     pcap: Option<PcapSink<io::BufWriter<std::fs::File>>>,
     pcap_buf: Vec<u8>,
     comp: HashMap<Cq, CompHandler>,
@@ -277,6 +279,7 @@ impl Device {
             fault: Fault::new(cfg.loss, cfg.reorder, cfg.fault_seed, cfg.fault_all)
                 .with_acks(cfg.fault_acks),
             held: None,
+            acks: AckQueue::new(),
             pcap,
             pcap_buf: vec![0; MAX_PACKET],
             comp: HashMap::new(),
@@ -654,6 +657,7 @@ impl Shared {
                 tx,
                 fault,
                 held,
+                acks,
                 pcap,
                 pcap_buf,
                 ..
@@ -696,8 +700,18 @@ impl Shared {
                 }
                 match fault.decide(&space[..t.len]) {
                     FaultVerdict::Pass => {
-                        tx.commit(sock, meta, t.len);
-                        self.count_tx(t.len);
+                        match acks.offer(&space[..t.len], meta) {
+                            Offer::Commit => {
+                                tx.commit(sock, meta, t.len);
+                                self.count_tx(t.len);
+                            }
+                            Offer::Held => {}
+                            Offer::Full => {
+                                // Keep the order: what is held, then this packet.
+                                acks.save(&space[..t.len], meta);
+                                self.commit_acks(tx, sock, acks);
+                            }
+                        }
                         if let Some((b, m)) = held.take() {
                             Self::commit_copy(tx, sock, &b, m);
                             self.count_tx(b.len());
@@ -722,6 +736,10 @@ impl Shared {
                 Self::commit_copy(tx, sock, &b, m);
                 self.count_tx(b.len());
             }
+            // ACKs go last, behind this burst's requests: an ACK that follows a SEND of the
+            // same QP joins its GSO run (one datagram through the kernel instead of two), and
+            // the peer handles the request before the ACK.
+            self.commit_acks(tx, sock, acks);
             total += produced;
             if tx.is_empty() {
                 break;
@@ -744,6 +762,15 @@ impl Shared {
             }
         }
         total
+    }
+
+    /// Commits every packet `acks` holds (then the saved one, if any), in order.
+    fn commit_acks(&self, tx: &mut TxBatch, sock: &mut Socket, acks: &mut AckQueue) {
+        for (b, m) in acks.drain() {
+            Self::commit_copy(tx, sock, b, m);
+            self.count_tx(b.len());
+        }
+        acks.clear();
     }
 
     fn commit_copy(tx: &mut TxBatch, sock: &mut Socket, b: &[u8], m: TxMeta) {
@@ -826,6 +853,82 @@ impl Shared {
     }
 }
 
+/// Plain RC ACKs held back to the end of a transmit burst (see [`Shared::transmit`]).
+///
+/// The engine produces a QP's responder packets before its requester packets, so the ACK of a
+/// SEND just received would precede the reply SEND in the same burst. The reply is what the peer
+/// waits for: sent first, with the ACK behind it, the two form one GSO run when they share QP
+/// and destination (one datagram through the kernel instead of two, one `recvmmsg` at the peer),
+/// and the peer's engine sees the request first. Only ordering *within one burst* changes, and
+/// only of ACKs relative to requests (independent streams in IBA); the responder's own stream
+/// keeps its order: once an ACK is held, later responder packets (read responses, atomic ACKs)
+/// are held behind it. Nothing is delayed past the burst, so no timer can see a difference.
+struct AckQueue {
+    /// Copies of the held packets, back to back.
+    arena: Vec<u8>,
+    /// `(offset, length, meta)` of each held packet, in order.
+    held: Vec<(usize, usize, TxMeta)>,
+    /// Room for the held packets in `arena`.
+    cap: usize,
+}
+
+/// What [`AckQueue::offer`] decided.
+enum Offer {
+    /// Not held: commit it now.
+    Commit,
+    /// Held (copied).
+    Held,
+    /// It must be held but there is no room: [`AckQueue::save`] it and commit everything.
+    Full,
+}
+
+/// RC ACKNOWLEDGE (BTH opcode of a plain ACK or NAK).
+const OP_RC_ACK: u8 = 0x11;
+
+impl AckQueue {
+    fn new() -> AckQueue {
+        let cap = 16 << 10;
+        AckQueue {
+            arena: Vec::with_capacity(cap + MAX_PACKET),
+            held: Vec::with_capacity(64),
+            cap,
+        }
+    }
+
+    /// Holds `p` when it is an RC ACK, or an RC responder packet behind a held ACK.
+    fn offer(&mut self, p: &[u8], meta: TxMeta) -> Offer {
+        let op = p.first().copied().unwrap_or(0);
+        // RC responses: READ response first/middle/last/only 0x0D..=0x10, ACK 0x11, atomic ACK 0x12.
+        let hold = op == OP_RC_ACK || (!self.held.is_empty() && (0x0D..=0x12).contains(&op));
+        if !hold {
+            return Offer::Commit;
+        }
+        if self.arena.len() + p.len() > self.cap || self.held.len() == self.held.capacity() {
+            return Offer::Full;
+        }
+        self.save(p, meta);
+        Offer::Held
+    }
+
+    /// Appends `p` unconditionally (the arena has `MAX_PACKET` of slack past `cap`).
+    fn save(&mut self, p: &[u8], meta: TxMeta) {
+        let off = self.arena.len();
+        self.arena.extend_from_slice(p);
+        self.held.push((off, p.len(), meta));
+    }
+
+    fn drain(&self) -> impl Iterator<Item = (&[u8], TxMeta)> + '_ {
+        self.held
+            .iter()
+            .map(|&(o, l, m)| (&self.arena[o..o + l], m))
+    }
+
+    fn clear(&mut self) {
+        self.arena.clear();
+        self.held.clear();
+    }
+}
+
 /// Devices of this process, for [`flush_at_exit`].
 static LIVE: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
 
@@ -871,6 +974,19 @@ fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.write_stats();
             next_stat = now.add_nanos(stat_every);
         }
+        let app_last = s.app_last.load(Relaxed);
+        if app_last != 0 && now.as_nanos().saturating_sub(app_last) < APP_ACTIVE_NS {
+            // The program progresses by itself (its polls receive, run the timers and
+            // transmit): stay off the socket *and the lock* — taking it here would make the
+            // polling thread wait on a futex in the middle of a round trip. Look again when it
+            // may have stopped polling. No wake-up is needed meanwhile (deadline 0).
+            s.thread_deadline.store(0, Relaxed);
+            s.ctr.thread_sleeps.fetch_add(1, Relaxed);
+            let until = (app_last + APP_ACTIVE_NS).min(next_stat.as_nanos());
+            let w = until.saturating_sub(now.as_nanos());
+            std::thread::sleep(Duration::from_nanos(w.max(50_000)));
+            continue;
+        }
         // Timers (and anything the program queued without transmitting).
         let next_timer = {
             let mut e = s.lock();
@@ -882,18 +998,6 @@ fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         let mut wait_ns =
             next_timer.map_or(u64::MAX, |t| t.as_nanos().saturating_sub(now.as_nanos()));
         wait_ns = wait_ns.min(next_stat.as_nanos().saturating_sub(now.as_nanos()));
-        let app_active = {
-            let a = s.app_last.load(Relaxed);
-            a != 0 && now.as_nanos().saturating_sub(a) < APP_ACTIVE_NS
-        };
-        if app_active {
-            // The program progresses by itself: stay off the socket and the lock.
-            let w = wait_ns.min(APP_ACTIVE_NS);
-            s.thread_deadline.store(now.as_nanos() + w, Relaxed);
-            s.ctr.thread_sleeps.fetch_add(1, Relaxed);
-            std::thread::sleep(Duration::from_nanos(w.max(50_000)));
-            continue;
-        }
         s.thread_deadline
             .store(now.as_nanos().saturating_add(wait_ns), Relaxed);
         let wait = Wait::SpinThenBlock(

@@ -107,6 +107,18 @@ pub fn pin(cpu: usize) {
     }
 }
 
+/// Runs `f` with the calling thread pinned to `cpu` (as [`pingpong`] pins its threads), then
+/// restores the thread's previous affinity.
+pub fn pinned<R>(cpu: usize, f: impl FnOnce() -> R) -> R {
+    let old = super::sys::affinity().ok();
+    pin(cpu);
+    let r = f();
+    if let Some(old) = old {
+        let _ = super::sys::set_affinity(&old);
+    }
+    r
+}
+
 /// Measures loopback UDP throughput for datagrams of `size` payload bytes for `duration`.
 pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::Result<Throughput> {
     let size = size.clamp(1, 65507 - 40);
@@ -271,6 +283,12 @@ impl std::fmt::Display for PingPong {
 /// Bounces one `size`-byte datagram `iters` times between two busy-polling threads (CPU 0 and
 /// CPU 1) and reports round-trip percentiles. Stops after at most ~3 s whatever `iters` is.
 pub fn pingpong(size: usize, iters: usize) -> io::Result<PingPong> {
+    let (rtts, lost) = pingpong_samples(size, iters)?;
+    PingPong::from_samples(size.clamp(1, 65507 - 40), rtts, lost)
+}
+
+/// [`pingpong`]'s raw round-trip samples (warm-up excluded) and the count of lost round trips.
+pub fn pingpong_samples(size: usize, iters: usize) -> io::Result<(Vec<Duration>, usize)> {
     let size = size.clamp(1, 65507 - 40);
     let iters = iters.max(1);
     let mut a = Socket::bind(SRC, cfg(false, false))?;
@@ -338,20 +356,26 @@ pub fn pingpong(size: usize, iters: usize) -> io::Result<PingPong> {
     stop.store(true, Ordering::Relaxed);
     echo.join()
         .map_err(|_| io::Error::other("echo panicked"))??;
-    let (mut rtts, lost) = r??;
-    if rtts.is_empty() {
-        return Err(io::Error::other("no round trip completed"));
+    r?
+}
+
+impl PingPong {
+    /// Percentiles of round-trip samples (e.g. several [`pingpong_samples`] runs together).
+    pub fn from_samples(size: usize, mut rtts: Vec<Duration>, lost: usize) -> io::Result<Self> {
+        if rtts.is_empty() {
+            return Err(io::Error::other("no round trip completed"));
+        }
+        rtts.sort_unstable();
+        let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize];
+        Ok(PingPong {
+            size,
+            iters: rtts.len(),
+            lost,
+            p50: pct(0.50),
+            p99: pct(0.99),
+            min: rtts[0],
+        })
     }
-    rtts.sort_unstable();
-    let pct = |p: f64| rtts[((rtts.len() - 1) as f64 * p).round() as usize];
-    Ok(PingPong {
-        size,
-        iters: rtts.len(),
-        lost,
-        p50: pct(0.50),
-        p99: pct(0.99),
-        min: rtts[0],
-    })
 }
 
 #[cfg(test)]

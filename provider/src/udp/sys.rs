@@ -204,42 +204,42 @@ pub(crate) fn recvmmsg(
     if n == 0 {
         return Ok(0);
     }
-    scratch.hdrs.clear();
-    scratch.iovs.clear();
-    scratch.hdrs.reserve(n);
-    scratch.iovs.reserve(n);
-    // Names are only written by the kernel and read back up to msg_namelen after checking the
-    // family: zero them once when the vector grows, not on every call.
-    if scratch.names.len() < n {
-        // SAFETY: sockaddr_storage is plain old data; all-zero is valid.
-        scratch.names.resize(n, unsafe { mem::zeroed() });
-    }
-    for i in 0..n {
-        let data = &mut bufs[i].as_mut_slice()[headroom..];
-        scratch.iovs.push(libc::iovec {
-            iov_base: data.as_mut_ptr().cast(),
-            iov_len: data.len(),
-        });
-        // SAFETY: plain old data.
-        let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
-        h.msg_hdr.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        h.msg_hdr.msg_iovlen = 1;
-        let c = ctrls[i].as_mut_slice();
-        if !c.is_empty() {
-            h.msg_hdr.msg_control = c.as_mut_ptr().cast();
-            h.msg_hdr.msg_controllen = c.len() as _;
+    // The vectors keep their length between calls (a busy-polling caller makes millions of
+    // calls, most of them finding nothing): only grow them, never rebuild from zero; every field
+    // the kernel reads is rewritten below, from this call's borrows.
+    if scratch.hdrs.len() < n {
+        // SAFETY: mmsghdr, iovec and sockaddr_storage are plain old data; all-zero is valid.
+        unsafe {
+            scratch.hdrs.resize(n, mem::zeroed());
+            scratch.iovs.resize(n, mem::zeroed());
+            scratch.names.resize(n, mem::zeroed());
         }
-        scratch.hdrs.push(h);
     }
-    // The vectors are complete (reserved above): point the headers at their iovec and name.
-    for ((h, iov), name) in scratch
-        .hdrs
+    for ((((b, c), h), iov), name) in bufs[..n]
         .iter_mut()
+        .zip(ctrls.iter_mut())
+        .zip(scratch.hdrs.iter_mut())
         .zip(scratch.iovs.iter_mut())
         .zip(scratch.names.iter_mut())
     {
-        h.msg_hdr.msg_iov = iov;
-        h.msg_hdr.msg_name = (name as *mut libc::sockaddr_storage).cast();
+        let data = &mut b.as_mut_slice()[headroom..];
+        iov.iov_base = data.as_mut_ptr().cast();
+        iov.iov_len = data.len();
+        let m = &mut h.msg_hdr;
+        m.msg_iov = iov;
+        m.msg_iovlen = 1;
+        m.msg_name = (name as *mut libc::sockaddr_storage).cast();
+        m.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        let c = c.as_mut_slice();
+        if c.is_empty() {
+            m.msg_control = std::ptr::null_mut();
+            m.msg_controllen = 0;
+        } else {
+            m.msg_control = c.as_mut_ptr().cast();
+            m.msg_controllen = c.len() as _;
+        }
+        m.msg_flags = 0;
+        h.msg_len = 0;
     }
     // SAFETY: every pointer is into a live exclusive borrow of the right length (module docs).
     let r = unsafe {
@@ -364,6 +364,27 @@ pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
         if libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
             return Err(io::Error::last_os_error());
         }
+    }
+    Ok(())
+}
+
+/// The calling thread's CPU affinity mask (to restore after [`pin_to_cpu`]).
+pub(crate) fn affinity() -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is plain old data; sched_getaffinity writes at most its size.
+    unsafe {
+        let mut set: libc::cpu_set_t = mem::zeroed();
+        if libc::sched_getaffinity(0, mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(set)
+    }
+}
+
+/// Sets the calling thread's CPU affinity mask (one from [`affinity`]).
+pub(crate) fn set_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: `set` is a valid cpu_set_t read with its exact size.
+    if unsafe { libc::sched_setaffinity(0, mem::size_of::<libc::cpu_set_t>(), set) } != 0 {
+        return Err(io::Error::last_os_error());
     }
     Ok(())
 }

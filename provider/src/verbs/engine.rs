@@ -1,7 +1,7 @@
 //! The seam between the verbs API and whatever moves datagrams: the UDP runtime
 //! ([`crate::runtime::Device`], real sockets) or the deterministic simulated network
 //! ([`super::sim::SimFabric`]).
-use roce_emu::{Cq, Nic, SendWr, WorkCompletion};
+use roce_emu::{Cq, Nic, RecvWr, SendWr, WorkCompletion};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,6 +14,20 @@ pub(crate) trait Engine: Send + Sync + 'static {
     fn with_nic_dyn(&self, f: &mut dyn FnMut(&mut Nic));
     /// Posts one send WR and transmits at once.
     fn post_send(&self, qpn: u32, wr: &SendWr<'_>, inline: Option<&[u8]>) -> roce_emu::Result<()>;
+    /// Posts one receive WR. Nothing to transmit: what the engine holds back (a deferred ACK)
+    /// leaves with the next post_send or poll, together with it, not in a system call of its
+    /// own.
+    fn post_recv(&self, qpn: u32, wr: &RecvWr<'_>) -> roce_emu::Result<()> {
+        let mut r = Ok(());
+        self.with_nic_dyn(&mut |n| r = n.post_recv(qpn, wr));
+        r
+    }
+    /// Posts one receive WR to a shared receive queue (see `post_recv`).
+    fn post_srq_recv(&self, srq: roce_emu::Srq, wr: &RecvWr<'_>) -> roce_emu::Result<()> {
+        let mut r = Ok(());
+        self.with_nic_dyn(&mut |n| r = n.post_srq_recv(srq, wr));
+        r
+    }
     /// Polls `cq`; when it is empty, makes one round of progress and polls again.
     fn poll_cq(&self, cq: Cq, wc: &mut [WorkCompletion]) -> usize;
     /// One round of progress without blocking (receive, timers, transmit, events).
@@ -72,6 +86,12 @@ impl Engine for UdpEngine {
     }
     fn post_send(&self, qpn: u32, wr: &SendWr<'_>, inline: Option<&[u8]>) -> roce_emu::Result<()> {
         self.dev.post_send(qpn, wr, inline)
+    }
+    fn post_recv(&self, qpn: u32, wr: &RecvWr<'_>) -> roce_emu::Result<()> {
+        self.dev.post_recv(qpn, wr)
+    }
+    fn post_srq_recv(&self, srq: roce_emu::Srq, wr: &RecvWr<'_>) -> roce_emu::Result<()> {
+        self.dev.post_srq_recv(srq, wr)
     }
     fn poll_cq(&self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
         self.dev.poll_cq(cq, wc)

@@ -981,7 +981,8 @@ impl QueuePair {
         self.inner
             .pd
             .ctx
-            .nic(|nic| nic.post_recv(qpn, &wr))
+            .engine
+            .post_recv(qpn, &wr)
             .map_err(|err| match err {
                 roce_emu::Error::NoMem => Error::QueueFull {
                     qpn,

@@ -94,7 +94,8 @@ impl SharedReceiveQueue {
         self.inner
             .pd
             .ctx
-            .nic(|n| n.post_srq_recv(srq, &wr))
+            .engine
+            .post_srq_recv(srq, &wr)
             .map_err(|e| match e {
                 roce_emu::Error::NoMem => Error::QueueFull {
                     qpn: 0,
