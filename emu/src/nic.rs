@@ -7,23 +7,23 @@
 //! [`Nic::poll_event`], CQ notifications out of [`Nic::poll_comp_event`]. `now` must never
 //! decrease between calls.
 use crate::counters::Counters;
-use crate::mem::{MemoryRegion, Mr, MrTable};
+use crate::mem::MrTable;
 use crate::net::{IcrcPolicy, RxMeta, Transmit};
-use crate::qp::{Ctx, Qp};
-use crate::queue::{CqState, RecvQueue, SendWqe, SrqState, WqeState};
+use crate::qp::table::QpTable;
+use crate::qp::{Ctx, Qp, Shared};
+use crate::queue::{SendWqe, WqeState};
 use crate::slab::Slab;
 use crate::time::Instant;
 use crate::verbs::*;
-use crate::{Ah, Cq, Error, Pd, Result, Srq};
+use crate::{Cq, Error, Pd, Result};
 use rand::rngs::SmallRng;
 use rand::SeedableRng;
 use roce_wire::opcode::Transport;
 use roce_wire::transport::Packet;
 use roce_wire::{OpFlags, Support};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::Arc;
 
 /// Device configuration.
 #[derive(Clone, Debug)]
@@ -68,42 +68,29 @@ macro_rules! ctx {
     ($s:ident) => {
         Ctx {
             mrs: &$s.mrs,
-            cqs: &mut $s.cqs,
-            srqs: &mut $s.srqs,
-            ahs: &$s.ahs,
-            ctr: &mut $s.ctr,
-            diags: &mut $s.diags,
-            events: &mut $s.events,
-            comp_events: &mut $s.comp_events,
-            gids: &$s.gids,
-            port_mtu: $s.port_mtu,
-            tx_ipv4_id: $s.cfg.tx_ipv4_id,
+            s: &mut $s.sh,
         }
     };
 }
 
+mod objects;
+mod timers;
+
 /// An emulated RoCEv2 device (sans-IO).
 pub struct Nic {
     cfg: NicConfig,
-    gids: Vec<Gid>,
     rng: SmallRng,
     pds: Slab<()>,
     mrs: MrTable,
-    cqs: Slab<CqState>,
-    srqs: Slab<SrqState>,
-    ahs: Slab<(Pd, AhAttr)>,
-    qps: BTreeMap<u32, Qp>,
+    /// CQs, SRQs, AHs, counters, diagnostics, events, GIDs: what the engines may change.
+    sh: Shared,
+    qps: QpTable,
     next_qpn: u32,
     ready: VecDeque<u32>,
     /// Armed QP timers, earliest first; entries whose QP no longer has that deadline are stale
     /// and dropped lazily (the top is always live after every `&mut self` call).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
     scratch: Vec<u32>,
-    events: VecDeque<AsyncEvent>,
-    comp_events: VecDeque<Cq>,
-    ctr: Counters,
-    diags: crate::diag::Diags,
-    port_mtu: u32,
     active_mtu: Mtu,
     span: tracing::Span,
 }
@@ -138,22 +125,25 @@ impl Nic {
         let span = tracing::debug_span!("nic", ip = %cfg.ip);
         Nic {
             rng: SmallRng::seed_from_u64(cfg.seed),
-            gids,
             pds: Slab::default(),
             mrs: MrTable::default(),
-            cqs: Slab::default(),
-            srqs: Slab::default(),
-            ahs: Slab::default(),
-            qps: BTreeMap::new(),
+            sh: Shared {
+                cqs: Slab::default(),
+                srqs: Slab::default(),
+                ahs: Slab::default(),
+                ctr: Counters::default(),
+                diags: Default::default(),
+                events: VecDeque::new(),
+                comp_events: VecDeque::new(),
+                gids,
+                port_mtu: active_mtu.bytes(),
+                tx_ipv4_id: cfg.tx_ipv4_id,
+            },
+            qps: QpTable::default(),
             next_qpn: MIN_QPN,
             ready: VecDeque::with_capacity(64),
             timers: BinaryHeap::with_capacity(64),
             scratch: Vec::with_capacity(64),
-            events: VecDeque::new(),
-            comp_events: VecDeque::new(),
-            ctr: Counters::default(),
-            diags: Default::default(),
-            port_mtu: active_mtu.bytes(),
             active_mtu,
             span,
             cfg,
@@ -177,8 +167,8 @@ impl Nic {
             gid_tbl_len: 1024,
             port_cap_flags: 1 << 26, // RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP-ish: IB_PORT_... reported by rxe
             max_msg_sz: 0x80_0000,
-            bad_pkey_cntr: self.ctr.bad_pkey as u32,
-            qkey_viol_cntr: self.ctr.qkey_violation as u32,
+            bad_pkey_cntr: self.sh.ctr.bad_pkey as u32,
+            qkey_viol_cntr: self.sh.ctr.qkey_violation as u32,
             pkey_tbl_len: 64,
             link_layer: 2,
             phys_state: 5,
@@ -186,211 +176,24 @@ impl Nic {
     }
     /// The GID table (index 0 link-local IPv6, index 1 the configured address).
     pub fn gids(&self) -> &[Gid] {
-        &self.gids
+        &self.sh.gids
     }
     /// `ibv_query_gid`: a zero GID for an empty slot, as libibverbs does.
     pub fn query_gid(&self, index: usize) -> Gid {
-        self.gids.get(index).copied().unwrap_or([0; 16])
+        self.sh.gids.get(index).copied().unwrap_or([0; 16])
     }
     /// Counters.
     pub fn counters(&self) -> &Counters {
-        &self.ctr
+        &self.sh.ctr
     }
 
     /// The next diagnostic (QP number, cause): each cause is reported once per QP; every
     /// occurrence is counted in the `diag_*` counters.
     pub fn poll_diagnostic(&mut self) -> Option<(u32, crate::diag::Diagnostic)> {
-        self.diags.pop()
+        self.sh.diags.pop()
     }
 
-    // ---------------------------------------------------------------- objects
-
-    /// `ibv_alloc_pd`.
-    pub fn alloc_pd(&mut self) -> Result<Pd> {
-        if self.pds.len() >= self.cfg.device_attr.max_pd as usize {
-            return Err(Error::NoMem);
-        }
-        self.pds.insert(()).map(Pd).ok_or(Error::NoMem)
-    }
-
-    /// `ibv_dealloc_pd`: EBUSY while anything uses it.
-    pub fn dealloc_pd(&mut self, pd: Pd) -> Result<()> {
-        self.pds.get(pd.0).ok_or(Error::NotFound)?;
-        let used = self.mrs.pd_in_use(pd)
-            || self.qps.values().any(|q| q.pd == pd)
-            || self.ahs.iter().any(|(_, a)| a.0 == pd)
-            || self.srqs.iter().any(|(_, s)| s.pd == pd);
-        if used {
-            return Err(Error::Busy);
-        }
-        self.pds.remove(pd.0);
-        Ok(())
-    }
-
-    /// `ibv_reg_mr_iova2`: registers `mem` at address `iova`.
-    pub fn reg_mr(
-        &mut self,
-        pd: Pd,
-        mem: Arc<dyn MemoryRegion>,
-        iova: u64,
-        access: AccessFlags,
-    ) -> Result<Mr> {
-        self.pds.get(pd.0).ok_or(Error::Invalid)?;
-        // IBA: remote write/atomic need local write
-        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
-            && !access.contains(AccessFlags::LOCAL_WRITE)
-        {
-            return Err(Error::Invalid);
-        }
-        if iova.checked_add(mem.len() as u64).is_none() {
-            return Err(Error::Invalid);
-        }
-        if self.mrs.live() >= self.cfg.device_attr.max_mr as usize {
-            return Err(Error::NoMem);
-        }
-        self.mrs
-            .register(&mut self.rng, pd, mem, iova, access)
-            .ok_or(Error::NoMem)
-    }
-
-    /// `ibv_dereg_mr`: the keys never work again.
-    pub fn dereg_mr(&mut self, mr: Mr) -> Result<()> {
-        if self.mrs.deregister(mr.lkey) {
-            Ok(())
-        } else {
-            Err(Error::NotFound)
-        }
-    }
-
-    /// `ibv_create_cq`.
-    pub fn create_cq(&mut self, cqe: u32) -> Result<Cq> {
-        if cqe == 0
-            || cqe > self.cfg.device_attr.max_cqe
-            || self.cqs.len() >= self.cfg.device_attr.max_cq as usize
-        {
-            return Err(Error::Invalid);
-        }
-        self.cqs
-            .insert(CqState::new(cqe))
-            .map(Cq)
-            .ok_or(Error::NoMem)
-    }
-
-    /// `ibv_destroy_cq`: EBUSY while a QP uses it.
-    pub fn destroy_cq(&mut self, cq: Cq) -> Result<()> {
-        let c = self.cqs.get(cq.0).ok_or(Error::NotFound)?;
-        if c.users > 0 {
-            return Err(Error::Busy);
-        }
-        self.cqs.remove(cq.0);
-        Ok(())
-    }
-
-    /// `ibv_req_notify_cq`: the next (solicited) completion queues a [`Nic::poll_comp_event`].
-    pub fn req_notify_cq(&mut self, cq: Cq, solicited_only: bool) -> Result<()> {
-        let c = self.cqs.get_mut(cq.0).ok_or(Error::NotFound)?;
-        c.armed = Some(solicited_only);
-        Ok(())
-    }
-
-    /// `ibv_poll_cq`: moves up to `wc.len()` completions out; returns how many.
-    pub fn poll_cq(&mut self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
-        let Some(c) = self.cqs.get_mut(cq.0) else {
-            return 0;
-        };
-        let mut n = 0;
-        while n < wc.len() {
-            let Some(w) = c.q.pop_front() else { break };
-            wc[n] = w;
-            n += 1;
-        }
-        n
-    }
-
-    /// `ibv_create_srq`.
-    pub fn create_srq(&mut self, pd: Pd, attr: SrqAttr) -> Result<Srq> {
-        self.pds.get(pd.0).ok_or(Error::Invalid)?;
-        let d = &self.cfg.device_attr;
-        if attr.max_wr == 0
-            || attr.max_wr > d.max_srq_wr
-            || attr.max_sge > d.max_srq_sge
-            || attr.srq_limit > attr.max_wr
-        {
-            return Err(Error::Invalid);
-        }
-        if self.srqs.len() >= d.max_srq as usize {
-            return Err(Error::NoMem);
-        }
-        let s = SrqState {
-            pd,
-            rq: RecvQueue::new(attr.max_wr, attr.max_sge),
-            limit: attr.srq_limit,
-            users: 0,
-        };
-        self.srqs.insert(s).map(Srq).ok_or(Error::NoMem)
-    }
-
-    /// `ibv_modify_srq` (only `srq_attr_mask::LIMIT`; resizing is not supported).
-    pub fn modify_srq(&mut self, srq: Srq, attr: SrqAttr, mask: u32) -> Result<()> {
-        let s = self.srqs.get_mut(srq.0).ok_or(Error::NotFound)?;
-        if mask & srq_attr_mask::MAX_WR != 0 {
-            return Err(Error::NotSupported);
-        }
-        if mask & srq_attr_mask::LIMIT != 0 {
-            if attr.srq_limit > s.rq.cap() {
-                return Err(Error::Invalid);
-            }
-            s.limit = attr.srq_limit;
-        }
-        Ok(())
-    }
-
-    /// `ibv_query_srq`.
-    pub fn query_srq(&self, srq: Srq) -> Result<SrqAttr> {
-        let s = self.srqs.get(srq.0).ok_or(Error::NotFound)?;
-        Ok(SrqAttr {
-            max_wr: s.rq.cap(),
-            max_sge: s.rq.max_sge as u32,
-            srq_limit: s.limit,
-        })
-    }
-
-    /// `ibv_destroy_srq`.
-    pub fn destroy_srq(&mut self, srq: Srq) -> Result<()> {
-        let s = self.srqs.get(srq.0).ok_or(Error::NotFound)?;
-        if s.users > 0 {
-            return Err(Error::Busy);
-        }
-        self.srqs.remove(srq.0);
-        Ok(())
-    }
-
-    /// `ibv_post_srq_recv`.
-    pub fn post_srq_recv(&mut self, srq: Srq, wr: &RecvWr<'_>) -> Result<()> {
-        let s = self.srqs.get_mut(srq.0).ok_or(Error::NotFound)?;
-        if wr.sg_list.len() > s.rq.max_sge {
-            return Err(Error::Invalid);
-        }
-        if !s.rq.push(wr.wr_id, wr.sg_list) {
-            return Err(Error::NoMem);
-        }
-        Ok(())
-    }
-
-    /// `ibv_create_ah`.
-    pub fn create_ah(&mut self, pd: Pd, attr: AhAttr) -> Result<Ah> {
-        self.pds.get(pd.0).ok_or(Error::Invalid)?;
-        crate::qp::Path::from_av(&attr, &self.gids).ok_or(Error::Invalid)?;
-        if self.ahs.len() >= self.cfg.device_attr.max_ah as usize {
-            return Err(Error::NoMem);
-        }
-        self.ahs.insert((pd, attr)).map(Ah).ok_or(Error::NoMem)
-    }
-
-    /// `ibv_destroy_ah`.
-    pub fn destroy_ah(&mut self, ah: Ah) -> Result<()> {
-        self.ahs.remove(ah.0).map(|_| ()).ok_or(Error::NotFound)
-    }
+    // ---------------------------------------------------------------- QPs
 
     /// `ibv_create_qp`: returns the QP number (17, 18, … allocated cyclically, as rxe does).
     pub fn create_qp(&mut self, pd: Pd, init: &QpInitAttr) -> Result<u32> {
@@ -407,24 +210,24 @@ impl Nic {
         if self.qps.len() >= d.max_qp as usize {
             return Err(Error::NoMem);
         }
-        self.cqs.get(init.send_cq.0).ok_or(Error::Invalid)?;
-        self.cqs.get(init.recv_cq.0).ok_or(Error::Invalid)?;
+        self.sh.cqs.get(init.send_cq.0).ok_or(Error::Invalid)?;
+        self.sh.cqs.get(init.recv_cq.0).ok_or(Error::Invalid)?;
         let mut srq_sge = 0;
         if let Some(s) = init.srq {
-            let s = self.srqs.get(s.0).ok_or(Error::Invalid)?;
+            let s = self.sh.srqs.get(s.0).ok_or(Error::Invalid)?;
             srq_sge = s.rq.max_sge;
         }
         let mut qpn = self.next_qpn;
-        while self.qps.contains_key(&qpn) {
+        while self.qps.contains(qpn) {
             qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
         }
         self.next_qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
         let mut qp = Qp::new(qpn, pd, init, crate::net::rxe_udp_sport(qpn));
         qp.resp.srq_sges.reserve_exact(srq_sge);
-        self.cqs.get_mut(init.send_cq.0).expect("checked").users += 1;
-        self.cqs.get_mut(init.recv_cq.0).expect("checked").users += 1;
+        self.sh.cqs.get_mut(init.send_cq.0).expect("checked").users += 1;
+        self.sh.cqs.get_mut(init.recv_cq.0).expect("checked").users += 1;
         if let Some(s) = init.srq {
-            self.srqs.get_mut(s.0).expect("checked").users += 1;
+            self.sh.srqs.get_mut(s.0).expect("checked").users += 1;
         }
         tracing::debug!(parent: &self.span, qpn, qp_type = ?init.qp_type, "create_qp");
         self.qps.insert(qpn, qp);
@@ -433,23 +236,23 @@ impl Nic {
 
     /// `ibv_destroy_qp`.
     pub fn destroy_qp(&mut self, qpn: u32) -> Result<()> {
-        let qp = self.qps.remove(&qpn).ok_or(Error::NotFound)?;
+        let qp = self.qps.remove(qpn).ok_or(Error::NotFound)?;
         for cq in [qp.send_cq, qp.recv_cq] {
-            if let Some(c) = self.cqs.get_mut(cq.0) {
+            if let Some(c) = self.sh.cqs.get_mut(cq.0) {
                 c.users -= 1;
             }
         }
-        if let Some(s) = qp.srq.and_then(|s| self.srqs.get_mut(s.0)) {
+        if let Some(s) = qp.srq.and_then(|s| self.sh.srqs.get_mut(s.0)) {
             s.users -= 1;
         }
-        self.diags.forget(qpn);
+        self.sh.diags.forget(qpn);
         self.clean_timers();
         Ok(())
     }
 
     /// `ibv_modify_qp` with the attribute-mask rules of C.11.
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
-        let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        let qp = self.qps.get_mut(qpn).ok_or(Error::NotFound)?;
         let before = qp.next_timeout();
         let mut ctx = ctx!(self);
         let span = self.span.clone();
@@ -465,13 +268,13 @@ impl Nic {
 
     /// `ibv_query_qp`.
     pub fn query_qp(&self, qpn: u32) -> Result<QpAttr> {
-        self.qps.get(&qpn).map(|q| q.query()).ok_or(Error::NotFound)
+        self.qps.get(qpn).map(|q| q.query()).ok_or(Error::NotFound)
     }
 
     /// Per-QP memory: (state bytes, queue storage bytes).
     pub fn qp_memory(&self, qpn: u32) -> Option<(usize, usize)> {
         self.qps
-            .get(&qpn)
+            .get(qpn)
             .map(|q| (q.state_bytes(), q.queue_bytes()))
     }
 
@@ -490,13 +293,13 @@ impl Nic {
         wr: &SendWr<'_>,
         inline_data: Option<&[u8]>,
     ) -> Result<()> {
-        let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        let qp = self.qps.get_mut(qpn).ok_or(Error::NotFound)?;
         if qp.state == QpState::Reset {
             let d = crate::diag::Diagnostic::WrongState {
                 verb: "ibv_post_send",
                 state: qp.state,
             };
-            self.diags.report(&mut self.ctr, qpn, d);
+            self.sh.diags.report(&mut self.sh.ctr, qpn, d);
             return Err(Error::Invalid);
         }
         let ok_op = match qp.qp_type {
@@ -529,7 +332,7 @@ impl Nic {
         }
         let av = if qp.qp_type == QpType::Ud {
             let ah = wr.ah.ok_or(Error::Invalid)?;
-            let (pd, a) = *self.ahs.get(ah.0).ok_or(Error::Invalid)?;
+            let (pd, a) = *self.sh.ahs.get(ah.0).ok_or(Error::Invalid)?;
             if pd != qp.pd {
                 return Err(Error::Invalid);
             }
@@ -593,13 +396,13 @@ impl Nic {
 
     /// `ibv_post_recv`.
     pub fn post_recv(&mut self, qpn: u32, wr: &RecvWr<'_>) -> Result<()> {
-        let qp = self.qps.get_mut(&qpn).ok_or(Error::NotFound)?;
+        let qp = self.qps.get_mut(qpn).ok_or(Error::NotFound)?;
         if qp.state == QpState::Reset {
             let d = crate::diag::Diagnostic::WrongState {
                 verb: "ibv_post_recv",
                 state: qp.state,
             };
-            self.diags.report(&mut self.ctr, qpn, d);
+            self.sh.diags.report(&mut self.sh.ctr, qpn, d);
             return Err(Error::Invalid);
         }
         let rq = qp.rq.as_mut().ok_or(Error::Invalid)?;
@@ -634,47 +437,48 @@ impl Nic {
     #[inline(always)]
     fn datagram(&mut self, now: Instant, meta: &RxMeta, data: &[u8]) {
         let Ok(p) = Packet::new_checked(data) else {
-            self.ctr.malformed += 1;
+            self.sh.ctr.malformed += 1;
             return;
         };
         let info = p.info();
         if info.support != Support::Supported || info.flags.contains(OpFlags::CNP) {
-            self.ctr.bad_opcode += 1;
+            self.sh.ctr.bad_opcode += 1;
             return;
         }
-        if meta.dst_ip != self.cfg.ip && !self.gids.iter().any(|g| ip_from_gid(g) == meta.dst_ip) {
-            self.ctr.bad_dst += 1;
+        if meta.dst_ip != self.cfg.ip && !self.sh.gids.iter().any(|g| ip_from_gid(g) == meta.dst_ip)
+        {
+            self.sh.ctr.bad_dst += 1;
             return;
         }
         // ICRC first: a corrupted packet must not move any state or counter but icrc_errors.
         let verified = match (meta.src_ip, meta.ipv4_id, self.cfg.icrc_policy) {
             (IpAddr::V4(_), None, IcrcPolicy::Skip) => {
-                self.ctr.icrc_unverified += 1;
+                self.sh.ctr.icrc_unverified += 1;
                 true
             }
             (IpAddr::V4(_), None, IcrcPolicy::AssumeZeroId) => {
-                self.ctr.icrc_id_assumed += 1;
+                self.sh.ctr.icrc_id_assumed += 1;
                 crate::net::verify_icrc(meta, 0, data)
             }
             (IpAddr::V4(_), Some(id), _) => crate::net::verify_icrc(meta, id, data),
             (IpAddr::V6(_), _, _) => crate::net::verify_icrc(meta, 0, data),
         };
         if !verified {
-            self.ctr.icrc_errors += 1;
+            self.sh.ctr.icrc_errors += 1;
             return;
         }
         if p.check_well_formed().is_err() {
-            self.ctr.malformed += 1;
+            self.sh.ctr.malformed += 1;
             return;
         }
         let bth = p.bth();
         if bth.pkey() & 0x7FFF != 0x7FFF {
-            self.ctr.bad_pkey += 1;
+            self.sh.ctr.bad_pkey += 1;
             return;
         }
         let qpn = bth.dest_qp();
-        let Some(qp) = self.qps.get_mut(&qpn) else {
-            self.ctr.no_qp += 1;
+        let Some(qp) = self.qps.get_mut(qpn) else {
+            self.sh.ctr.no_qp += 1;
             return;
         };
         let want = match qp.qp_type {
@@ -683,7 +487,7 @@ impl Nic {
             QpType::Ud => Transport::Ud,
         };
         if info.transport != want {
-            self.ctr.bad_opcode += 1;
+            self.sh.ctr.bad_opcode += 1;
             return;
         }
         let is_req = info.flags.contains(OpFlags::REQ);
@@ -696,22 +500,22 @@ impl Nic {
             matches!(qp.state, QpState::Rts | QpState::Sqd)
         };
         if !state_ok {
-            self.ctr.bad_state += 1;
+            self.sh.ctr.bad_state += 1;
             return;
         }
         if qp.qp_type != QpType::Ud {
             match qp.path {
                 Some(path) if path.dst_ip == meta.src_ip && path.src_ip == meta.dst_ip => {}
                 _ => {
-                    self.ctr.bad_src += 1;
+                    self.sh.ctr.bad_src += 1;
                     return;
                 }
             }
         } else if p.deth().map(|d| d.qkey()) != Some(qp.attr.qkey) {
-            self.ctr.qkey_violation += 1;
+            self.sh.ctr.qkey_violation += 1;
             return;
         }
-        self.ctr.rcvd_pkts += 1;
+        self.sh.ctr.rcvd_pkts += 1;
         let before = qp.next_timeout();
         let mut ctx = ctx!(self);
         let dispatch = |qp: &mut Qp, ctx: &mut Ctx<'_>| {
@@ -744,75 +548,6 @@ impl Nic {
         (!self.span.is_disabled()).then(|| self.span.clone())
     }
 
-    /// Records `qpn`'s deadline if it changed from `before`, then drops stale heap tops.
-    fn sync_timer(&mut self, qpn: u32, before: Option<Instant>) {
-        let now = self.qps.get(&qpn).and_then(|q| q.next_timeout());
-        if now != before {
-            if let Some(t) = now {
-                self.timers.push(Reverse((t, qpn)));
-            }
-        }
-        self.clean_timers();
-    }
-
-    fn timer_live(&self, t: Instant, qpn: u32) -> bool {
-        self.qps.get(&qpn).and_then(|q| q.next_timeout()) == Some(t)
-    }
-
-    fn clean_timers(&mut self) {
-        while let Some(&Reverse((t, q))) = self.timers.peek() {
-            if self.timer_live(t, q) {
-                break;
-            }
-            self.timers.pop();
-        }
-        if self.timers.len() > 4 * self.qps.len() + 64 {
-            let qps = &self.qps;
-            self.timers
-                .retain(|Reverse((t, q))| qps.get(q).and_then(|x| x.next_timeout()) == Some(*t));
-        }
-    }
-
-    /// Runs every timer that expired at or before `now`.
-    pub fn handle_timeout(&mut self, now: Instant) {
-        let span = self.live_span();
-        let _d = span.as_ref().map(|s| s.enter());
-        let mut due = std::mem::take(&mut self.scratch);
-        due.clear();
-        while let Some(&Reverse((t, q))) = self.timers.peek() {
-            if t > now {
-                break;
-            }
-            self.timers.pop();
-            if !due.contains(&q) {
-                due.push(q);
-            }
-        }
-        for &qpn in &due {
-            let Some(qp) = self.qps.get_mut(&qpn) else {
-                continue;
-            };
-            if qp.next_timeout().is_some_and(|t| t <= now) {
-                let mut ctx = ctx!(self);
-                qp.on_timeout(&mut ctx, now);
-                if !qp.in_ready {
-                    qp.in_ready = true;
-                    self.ready.push_back(qpn);
-                }
-            }
-            if let Some(t) = qp.next_timeout() {
-                self.timers.push(Reverse((t, qpn)));
-            }
-        }
-        self.scratch = due;
-        self.clean_timers();
-    }
-
-    /// The earliest moment [`Nic::handle_timeout`] has work. O(1).
-    pub fn poll_timeout(&self) -> Option<Instant> {
-        self.timers.peek().map(|Reverse((t, _))| *t)
-    }
-
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
     #[inline]
@@ -840,7 +575,7 @@ impl Nic {
     #[inline(always)]
     fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         while let Some(qpn) = self.ready.pop_front() {
-            let Some(qp) = self.qps.get_mut(&qpn) else {
+            let Some(qp) = self.qps.get_mut(qpn) else {
                 continue;
             };
             qp.in_ready = false;
@@ -857,11 +592,11 @@ impl Nic {
                 self.sync_timer(qpn, before);
             }
             if let Some(t) = t {
-                if let Some(qp) = self.qps.get_mut(&qpn) {
+                if let Some(qp) = self.qps.get_mut(qpn) {
                     qp.in_ready = true;
                 }
                 self.ready.push_back(qpn);
-                self.ctr.sent_pkts += 1;
+                self.sh.ctr.sent_pkts += 1;
                 return Some(t);
             }
         }
@@ -870,11 +605,11 @@ impl Nic {
 
     /// Next asynchronous event (`ibv_get_async_event`).
     pub fn poll_event(&mut self) -> Option<AsyncEvent> {
-        self.events.pop_front()
+        self.sh.events.pop_front()
     }
 
     /// Next completion-channel notification (`ibv_get_cq_event`).
     pub fn poll_comp_event(&mut self) -> Option<Cq> {
-        self.comp_events.pop_front()
+        self.sh.comp_events.pop_front()
     }
 }

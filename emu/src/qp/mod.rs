@@ -4,13 +4,15 @@
 //! requests and produces ACKs / read responses, [`completer`] consumes responses, retries and
 //! completes send WQEs.
 pub(crate) mod completer;
+mod ctx;
 pub(crate) mod requester;
 pub(crate) mod responder;
+mod response;
+pub(crate) mod table;
 
-use crate::counters::Counters;
-use crate::mem::MrTable;
-use crate::queue::{CqState, RecvQueue, SendQueue, SrqState};
-use crate::slab::Slab;
+pub(crate) use ctx::{Ctx, Shared};
+
+use crate::queue::{RecvQueue, SendQueue};
 use crate::time::Instant;
 use crate::verbs::*;
 use crate::{Cq, Error, Pd, Result, Srq};
@@ -24,54 +26,6 @@ pub(crate) const MAX_UNACKED_PSNS: u32 = 128;
 pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
 /// Depth of the per-QP responder output queue (ACK/NAK, read and atomic responses).
 pub(crate) const RESP_JOBS: usize = 64;
-
-/// Everything an engine may touch outside its own QP.
-pub(crate) struct Ctx<'a> {
-    pub mrs: &'a MrTable,
-    pub cqs: &'a mut Slab<CqState>,
-    pub srqs: &'a mut Slab<SrqState>,
-    #[allow(dead_code)]
-    pub ahs: &'a Slab<(Pd, AhAttr)>,
-    pub ctr: &'a mut Counters,
-    pub diags: &'a mut crate::diag::Diags,
-    pub events: &'a mut VecDeque<AsyncEvent>,
-    pub comp_events: &'a mut VecDeque<Cq>,
-    pub gids: &'a [Gid],
-    pub port_mtu: u32,
-    pub tx_ipv4_id: u16,
-}
-
-impl Ctx<'_> {
-    /// Records a diagnostic on `qpn` (counted always, reported once per cause).
-    pub fn diag(&mut self, qpn: u32, d: crate::diag::Diagnostic) {
-        self.diags.report(self.ctr, qpn, d);
-    }
-
-    /// Posts a completion; false (and a CQ error event) when the CQ is full.
-    pub fn cq_post(&mut self, cq: Cq, wc: WorkCompletion, solicited: bool) -> bool {
-        let Some(c) = self.cqs.get_mut(cq.0) else {
-            return false;
-        };
-        if c.q.len() >= c.cap {
-            self.ctr.cq_overflow += 1;
-            self.diags
-                .report(self.ctr, wc.qp_num, crate::diag::Diagnostic::CqOverflow);
-            if !c.overflowed {
-                c.overflowed = true;
-                self.events.push_back(AsyncEvent::CqErr(cq));
-            }
-            return false;
-        }
-        c.q.push_back(wc);
-        if let Some(sol_only) = c.armed {
-            if !sol_only || solicited || wc.status != WcStatus::Success {
-                c.armed = None;
-                self.comp_events.push_back(cq);
-            }
-        }
-        true
-    }
-}
 
 /// Network path of a connected QP or of a UD work request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -439,7 +393,7 @@ impl Qp {
             return Err(Error::Invalid);
         }
         let path = if mask.contains(M::AV) {
-            Some(Path::from_av(&attr.ah_attr, ctx.gids).ok_or(Error::Invalid)?)
+            Some(Path::from_av(&attr.ah_attr, &ctx.gids).ok_or(Error::Invalid)?)
         } else {
             None
         };

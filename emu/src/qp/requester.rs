@@ -147,7 +147,8 @@ impl Qp {
                 return None;
             }
             let i = self.sq.req;
-            let mut w = *self.sq.get(i);
+            let w = self.sq.get(i);
+            let (opcode, length) = (w.opcode, w.length);
             if w.state == WqeState::Posted && w.sent == 0 {
                 if self.state == QpState::Sqd {
                     return None;
@@ -159,12 +160,11 @@ impl Qp {
                     return None;
                 }
             }
-            if w.opcode.is_rd_atomic() && !w.has_rd_atomic {
+            if opcode.is_rd_atomic() && !w.has_rd_atomic {
                 if self.req.rd_atomic == 0 {
                     return None;
                 }
                 self.req.rd_atomic -= 1;
-                w.has_rd_atomic = true;
                 self.sq.get_mut(i).has_rd_atomic = true;
             }
             if self.qp_type == QpType::Rc && self.req.psn.diff(self.comp.psn + MAX_UNACKED_PSNS) > 0
@@ -172,15 +172,14 @@ impl Qp {
                 return None;
             }
             let mtu = self.seg_mtu(ctx.port_mtu);
-            if self.qp_type == QpType::Ud && w.length > mtu {
+            if self.qp_type == QpType::Ud && length > mtu {
                 // C10-93.1.1: silently "sent"
-                w.state = WqeState::Done;
-                *self.sq.get_mut(i) = w;
+                self.sq.get_mut(i).state = WqeState::Done;
                 self.sq.req = i.wrapping_add(1);
                 self.complete_done(ctx);
                 continue;
             }
-            return self.build_request(ctx, now, i, w, mtu, buf);
+            return self.build_request(ctx, now, i, mtu, buf);
         }
     }
 
@@ -189,10 +188,10 @@ impl Qp {
         ctx: &mut Ctx<'_>,
         now: Instant,
         i: u32,
-        mut w: crate::queue::SendWqe,
         mtu: u32,
         buf: &mut [u8],
     ) -> Option<Transmit> {
+        let mut w = *self.sq.get(i);
         let resid = w.length - w.sent;
         let cont = w.sent > 0 && !w.opcode.is_rd_atomic();
         let fits = resid <= mtu;
@@ -200,7 +199,7 @@ impl Qp {
         let flags = op.flags();
         let (path, dest_qp) = if self.qp_type == QpType::Ud {
             let av = w.av?;
-            (Path::from_av(&av, ctx.gids)?, w.remote_qpn)
+            (Path::from_av(&av, &ctx.gids)?, w.remote_qpn)
         } else {
             (self.path?, self.attr.dest_qp_num)
         };
@@ -320,7 +319,8 @@ impl Qp {
         if self.req.psn.diff(self.req.psn_hi) > 0 {
             self.req.psn_hi = self.req.psn;
         }
-        w.state = if end {
+        let e = self.sq.get_mut(i);
+        e.state = if end {
             if self.qp_type == QpType::Rc {
                 WqeState::Pending
             } else {
@@ -329,7 +329,10 @@ impl Qp {
         } else {
             WqeState::Processing
         };
-        *self.sq.get_mut(i) = w;
+        e.first_psn = w.first_psn;
+        e.last_psn = w.last_psn;
+        e.orig_first_psn = w.orig_first_psn;
+        e.sent = w.sent;
         if end {
             self.sq.req = i.wrapping_add(1);
         }

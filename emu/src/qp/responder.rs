@@ -2,17 +2,17 @@
 //! NAK per gap), opcode sequence, access checks with the right NAK, receive-WQE resources and
 //! RNR, length checks, R_Key checks, execution (placement, READ resources, atomics), receive
 //! completions, ACK generation and duplicate replay (C.2, C.5–C.9, C.12, C.13).
-use super::{Ctx, Job, Qp, Resource, RESP_JOBS};
+use super::{Ctx, Job, Qp, Resource};
 use crate::diag::{Diagnostic, KeyFault};
 use crate::mem::{MemErr, MrEntry};
-use crate::net::{RxMeta, Transmit};
+use crate::net::RxMeta;
 use crate::verbs::*;
-use roce_wire::aeth::{self, NakCode, Syndrome};
-use roce_wire::transport::{Packet, Repr};
+use roce_wire::aeth::{self, Syndrome};
+use roce_wire::transport::Packet;
 
 /// A received transport packet (BTH..ICRC), well-formed: `check_len` and `check_repr` passed.
 pub(crate) type Pkt<'a> = Packet<&'a [u8]>;
-use roce_wire::{atomic_ack_eth, bth, OpFlags, Opcode, Psn};
+use roce_wire::{OpFlags, Opcode, Psn};
 use std::net::IpAddr;
 
 /// rxe's responder error states.
@@ -45,28 +45,6 @@ fn is_write_mid(op: Opcode) -> bool {
 }
 
 impl Qp {
-    fn push_job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
-        if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) =
-            (job, self.resp.jobs.back())
-        {
-            if s == aeth::CREDITS_INVALID && *t == aeth::CREDITS_INVALID {
-                // coalesce a backlog of positive ACKs: the later one acknowledges everything
-                *self.resp.jobs.back_mut().expect("non-empty") = job;
-                return;
-            }
-        }
-        if self.resp.jobs.len() >= RESP_JOBS {
-            ctx.ctr.resp_queue_full += 1;
-            return;
-        }
-        self.resp.jobs.push_back(job);
-    }
-
-    fn ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, syndrome: u8) {
-        let msn = self.resp.msn;
-        self.push_job(ctx, Job::Ack { psn, syndrome, msn });
-    }
-
     /// Handles one request packet (REQ flag set), QP state already checked.
     pub(crate) fn on_request(&mut self, ctx: &mut Ctx<'_>, meta: &RxMeta, p: &Pkt<'_>) {
         let psn = p.bth().psn();
@@ -699,119 +677,6 @@ impl Qp {
                     self.ack(ctx, psn, aeth::CREDITS_INVALID);
                 }
                 self.to_error(ctx);
-            }
-        }
-    }
-
-    /// Produces the next queued response packet (ACK/NAK, read response, atomic ACK).
-    pub(crate) fn responder_next(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
-        loop {
-            let job = *self.resp.jobs.front()?;
-            let path = self.path?;
-            let dqp = self.attr.dest_qp_num;
-            let mut r;
-            match job {
-                Job::Ack { psn, syndrome, msn } => {
-                    let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
-                    self.resp.jobs.pop_front();
-                    return super::requester::finish(
-                        &path,
-                        self.src_port,
-                        ctx.tx_ipv4_id,
-                        buf,
-                        len,
-                    );
-                }
-                Job::AtomicAck { psn, orig, msn } => {
-                    r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
-                    r.aeth = Some(aeth::Repr {
-                        syndrome: Syndrome::ACK,
-                        msn,
-                    });
-                    r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
-                    let len = super::requester::emit_headers(&r, buf)?;
-                    self.resp.jobs.pop_front();
-                    return super::requester::finish(
-                        &path,
-                        self.src_port,
-                        ctx.tx_ipv4_id,
-                        buf,
-                        len,
-                    );
-                }
-                Job::Read {
-                    psn,
-                    va,
-                    rkey,
-                    resid,
-                    first,
-                    msn,
-                } => {
-                    let mtu = self.mtu;
-                    let fits = resid <= mtu;
-                    let op = match (first, fits) {
-                        (true, true) => Opcode::RC_RDMA_READ_RESPONSE_ONLY,
-                        (true, false) => Opcode::RC_RDMA_READ_RESPONSE_FIRST,
-                        (false, true) => Opcode::RC_RDMA_READ_RESPONSE_LAST,
-                        (false, false) => Opcode::RC_RDMA_READ_RESPONSE_MIDDLE,
-                    };
-                    let payload = resid.min(mtu);
-                    r = Repr::new(bth::Repr::new(op, dqp, psn));
-                    if op.has(OpFlags::AETH) {
-                        r.aeth = Some(aeth::Repr {
-                            syndrome: Syndrome::ACK,
-                            msn,
-                        });
-                    }
-                    r.set_payload_len(payload as usize);
-                    let len = super::requester::emit_headers(&r, buf)?;
-                    if payload > 0 {
-                        match ctx.mrs.check(
-                            rkey,
-                            self.pd,
-                            AccessFlags::REMOTE_READ,
-                            va,
-                            payload as u64,
-                        ) {
-                            Ok((e, off)) => {
-                                let h = r.header_len();
-                                e.mem.read(off, &mut buf[h..h + payload as usize]);
-                            }
-                            Err(_) => {
-                                // the MR went away under a (replayed) read: NAK, QP to error
-                                self.resp.jobs.pop_front();
-                                let msn = self.resp.msn;
-                                self.resp.jobs.push_front(Job::Ack {
-                                    psn,
-                                    syndrome: NakCode::RemoteAccessError.bits() | 0x60,
-                                    msn,
-                                });
-                                self.to_error(ctx);
-                                continue;
-                            }
-                        }
-                    }
-                    let left = resid - payload;
-                    if left == 0 {
-                        self.resp.jobs.pop_front();
-                    } else {
-                        *self.resp.jobs.front_mut().expect("job") = Job::Read {
-                            psn: psn + 1,
-                            va: va + payload as u64,
-                            rkey,
-                            resid: left,
-                            first: false,
-                            msn,
-                        };
-                    }
-                    return super::requester::finish(
-                        &path,
-                        self.src_port,
-                        ctx.tx_ipv4_id,
-                        buf,
-                        len,
-                    );
-                }
             }
         }
     }

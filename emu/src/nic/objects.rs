@@ -1,0 +1,199 @@
+//! The verbs objects besides QPs: protection domains, memory regions, completion queues
+//! (including `ibv_poll_cq`), shared receive queues and address handles, with rxe's limits and
+//! busy rules.
+use super::Nic;
+use crate::mem::{MemoryRegion, Mr};
+use crate::queue::{CqState, RecvQueue, SrqState};
+use crate::verbs::*;
+use crate::{Ah, Cq, Error, Pd, Result, Srq};
+use std::sync::Arc;
+
+impl Nic {
+    /// `ibv_alloc_pd`.
+    pub fn alloc_pd(&mut self) -> Result<Pd> {
+        if self.pds.len() >= self.cfg.device_attr.max_pd as usize {
+            return Err(Error::NoMem);
+        }
+        self.pds.insert(()).map(Pd).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_dealloc_pd`: EBUSY while anything uses it.
+    pub fn dealloc_pd(&mut self, pd: Pd) -> Result<()> {
+        self.pds.get(pd.0).ok_or(Error::NotFound)?;
+        let used = self.mrs.pd_in_use(pd)
+            || self.qps.values().any(|q| q.pd == pd)
+            || self.sh.ahs.iter().any(|(_, a)| a.0 == pd)
+            || self.sh.srqs.iter().any(|(_, s)| s.pd == pd);
+        if used {
+            return Err(Error::Busy);
+        }
+        self.pds.remove(pd.0);
+        Ok(())
+    }
+
+    /// `ibv_reg_mr_iova2`: registers `mem` at address `iova`.
+    pub fn reg_mr(
+        &mut self,
+        pd: Pd,
+        mem: Arc<dyn MemoryRegion>,
+        iova: u64,
+        access: AccessFlags,
+    ) -> Result<Mr> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        // IBA: remote write/atomic need local write
+        if access.intersects(AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_ATOMIC)
+            && !access.contains(AccessFlags::LOCAL_WRITE)
+        {
+            return Err(Error::Invalid);
+        }
+        if iova.checked_add(mem.len() as u64).is_none() {
+            return Err(Error::Invalid);
+        }
+        if self.mrs.live() >= self.cfg.device_attr.max_mr as usize {
+            return Err(Error::NoMem);
+        }
+        self.mrs
+            .register(&mut self.rng, pd, mem, iova, access)
+            .ok_or(Error::NoMem)
+    }
+
+    /// `ibv_dereg_mr`: the keys never work again.
+    pub fn dereg_mr(&mut self, mr: Mr) -> Result<()> {
+        if self.mrs.deregister(mr.lkey) {
+            Ok(())
+        } else {
+            Err(Error::NotFound)
+        }
+    }
+
+    /// `ibv_create_cq`.
+    pub fn create_cq(&mut self, cqe: u32) -> Result<Cq> {
+        if cqe == 0
+            || cqe > self.cfg.device_attr.max_cqe
+            || self.sh.cqs.len() >= self.cfg.device_attr.max_cq as usize
+        {
+            return Err(Error::Invalid);
+        }
+        self.sh
+            .cqs
+            .insert(CqState::new(cqe))
+            .map(Cq)
+            .ok_or(Error::NoMem)
+    }
+
+    /// `ibv_destroy_cq`: EBUSY while a QP uses it.
+    pub fn destroy_cq(&mut self, cq: Cq) -> Result<()> {
+        let c = self.sh.cqs.get(cq.0).ok_or(Error::NotFound)?;
+        if c.users > 0 {
+            return Err(Error::Busy);
+        }
+        self.sh.cqs.remove(cq.0);
+        Ok(())
+    }
+
+    /// `ibv_req_notify_cq`: the next (solicited) completion queues a [`Nic::poll_comp_event`].
+    pub fn req_notify_cq(&mut self, cq: Cq, solicited_only: bool) -> Result<()> {
+        let c = self.sh.cqs.get_mut(cq.0).ok_or(Error::NotFound)?;
+        c.armed = Some(solicited_only);
+        Ok(())
+    }
+
+    /// `ibv_poll_cq`: moves up to `wc.len()` completions out; returns how many.
+    pub fn poll_cq(&mut self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
+        let Some(c) = self.sh.cqs.get_mut(cq.0) else {
+            return 0;
+        };
+        let mut n = 0;
+        while n < wc.len() {
+            let Some(w) = c.q.pop_front() else { break };
+            wc[n] = w;
+            n += 1;
+        }
+        n
+    }
+
+    /// `ibv_create_srq`.
+    pub fn create_srq(&mut self, pd: Pd, attr: SrqAttr) -> Result<Srq> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        let d = &self.cfg.device_attr;
+        if attr.max_wr == 0
+            || attr.max_wr > d.max_srq_wr
+            || attr.max_sge > d.max_srq_sge
+            || attr.srq_limit > attr.max_wr
+        {
+            return Err(Error::Invalid);
+        }
+        if self.sh.srqs.len() >= d.max_srq as usize {
+            return Err(Error::NoMem);
+        }
+        let s = SrqState {
+            pd,
+            rq: RecvQueue::new(attr.max_wr, attr.max_sge),
+            limit: attr.srq_limit,
+            users: 0,
+        };
+        self.sh.srqs.insert(s).map(Srq).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_modify_srq` (only `srq_attr_mask::LIMIT`; resizing is not supported).
+    pub fn modify_srq(&mut self, srq: Srq, attr: SrqAttr, mask: u32) -> Result<()> {
+        let s = self.sh.srqs.get_mut(srq.0).ok_or(Error::NotFound)?;
+        if mask & srq_attr_mask::MAX_WR != 0 {
+            return Err(Error::NotSupported);
+        }
+        if mask & srq_attr_mask::LIMIT != 0 {
+            if attr.srq_limit > s.rq.cap() {
+                return Err(Error::Invalid);
+            }
+            s.limit = attr.srq_limit;
+        }
+        Ok(())
+    }
+
+    /// `ibv_query_srq`.
+    pub fn query_srq(&self, srq: Srq) -> Result<SrqAttr> {
+        let s = self.sh.srqs.get(srq.0).ok_or(Error::NotFound)?;
+        Ok(SrqAttr {
+            max_wr: s.rq.cap(),
+            max_sge: s.rq.max_sge as u32,
+            srq_limit: s.limit,
+        })
+    }
+
+    /// `ibv_destroy_srq`.
+    pub fn destroy_srq(&mut self, srq: Srq) -> Result<()> {
+        let s = self.sh.srqs.get(srq.0).ok_or(Error::NotFound)?;
+        if s.users > 0 {
+            return Err(Error::Busy);
+        }
+        self.sh.srqs.remove(srq.0);
+        Ok(())
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(&mut self, srq: Srq, wr: &RecvWr<'_>) -> Result<()> {
+        let s = self.sh.srqs.get_mut(srq.0).ok_or(Error::NotFound)?;
+        if wr.sg_list.len() > s.rq.max_sge {
+            return Err(Error::Invalid);
+        }
+        if !s.rq.push(wr.wr_id, wr.sg_list) {
+            return Err(Error::NoMem);
+        }
+        Ok(())
+    }
+
+    /// `ibv_create_ah`.
+    pub fn create_ah(&mut self, pd: Pd, attr: AhAttr) -> Result<Ah> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        crate::qp::Path::from_av(&attr, &self.sh.gids).ok_or(Error::Invalid)?;
+        if self.sh.ahs.len() >= self.cfg.device_attr.max_ah as usize {
+            return Err(Error::NoMem);
+        }
+        self.sh.ahs.insert((pd, attr)).map(Ah).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_destroy_ah`.
+    pub fn destroy_ah(&mut self, ah: Ah) -> Result<()> {
+        self.sh.ahs.remove(ah.0).map(|_| ()).ok_or(Error::NotFound)
+    }
+}
