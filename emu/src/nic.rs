@@ -548,6 +548,13 @@ impl Nic {
         (!self.span.is_disabled()).then(|| self.span.clone())
     }
 
+    /// False when [`Nic::poll_transmit`] would return `None` at once (no QP is ready to
+    /// send); lets a driver skip preparing a buffer.
+    #[inline]
+    pub fn may_transmit(&self) -> bool {
+        !self.ready.is_empty()
+    }
+
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
     /// round robin; a QP's responses go before its requests. `buf` should hold 4096 + 64 bytes.
     #[inline]

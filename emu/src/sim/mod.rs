@@ -5,6 +5,7 @@
 //! corruption, which the receiver's ICRC check must catch). Time jumps straight to the next event
 //! (a delivery or a NIC timer); nothing sleeps. The same seed gives the same run, bit for bit.
 //! Datagrams can be handed to a [`PacketSink`] (e.g. a pcap writer) and to a test filter.
+mod due;
 mod pcap;
 pub use pcap::PcapSink;
 
@@ -145,7 +146,7 @@ pub struct SimNet {
     busy_until: BTreeMap<(usize, usize), Instant>,
     heap: BinaryHeap<Reverse<(Instant, u64, u32)>>,
     /// Deliveries due now, in transmission order (the zero-latency fast path: no slot, no heap).
-    due: std::collections::VecDeque<Flight>,
+    due: due::Due,
     flights: Vec<Option<Flight>>,
     free_flights: Vec<u32>,
     pool: Vec<Vec<u8>>,
@@ -172,7 +173,7 @@ impl SimNet {
             links: BTreeMap::new(),
             busy_until: BTreeMap::new(),
             heap: BinaryHeap::with_capacity(1024),
-            due: std::collections::VecDeque::with_capacity(1024),
+            due: due::Due::new(64),
             flights: Vec::new(),
             free_flights: Vec::new(),
             pool: Vec::new(),
@@ -270,12 +271,10 @@ impl SimNet {
             let fresh = self.pooled();
             let data = std::mem::replace(&mut self.buf, fresh);
             self.seq += 1;
-            self.due.push_back(Flight {
-                to,
-                meta: t.rx_meta(),
-                data,
-                len,
-            });
+            let old = self.due.push_owned(to, t.rx_meta(), data, len);
+            if !old.is_empty() {
+                self.pool.push(old);
+            }
             return;
         }
         let mut verdict = Verdict::Pass;
@@ -386,7 +385,10 @@ impl SimNet {
             len,
         };
         if at <= self.now {
-            self.due.push_back(f);
+            let old = self.due.push_owned(f.to, f.meta, f.data, f.len);
+            if !old.is_empty() {
+                self.pool.push(old);
+            }
             return;
         }
         let slot = match self.free_flights.pop() {
@@ -402,9 +404,9 @@ impl SimNet {
         self.heap.push(Reverse((at, id, slot)));
     }
 
-    /// The next delivery due now: earlier-scheduled heap entries first (they were sent
-    /// before anything in the zero-latency queue).
-    fn next_due(&mut self) -> Option<Flight> {
+    /// The next delayed delivery whose time has come (they were sent before anything in the
+    /// zero-latency queue, so they go first).
+    fn next_delayed(&mut self) -> Option<Flight> {
         while let Some(Reverse((at, _, slot))) = self.heap.peek().copied() {
             if at > self.now {
                 break;
@@ -415,7 +417,75 @@ impl SimNet {
                 return Some(f);
             }
         }
-        self.due.pop_front()
+        None
+    }
+
+    /// Every link ideal and nobody watching: datagrams go straight into the due ring.
+    #[inline]
+    fn direct(&self) -> bool {
+        self.all_ideal && self.filter.is_none() && self.capture.is_none()
+    }
+
+    /// Lets NIC `i` transmit everything it has; true when it sent anything.
+    fn drain_nic(&mut self, i: usize) -> bool {
+        if !self.nics[i].may_transmit() {
+            return false;
+        }
+        let now = self.now;
+        let mut sent = false;
+        if self.direct() {
+            // Zero-latency perfect link: exactly what `transmit` does for it (no random draw,
+            // one copy due now), written in place.
+            loop {
+                let slot = self.due.next_free();
+                let Some(t) = self.nics[i].poll_transmit(now, &mut slot.data) else {
+                    return sent;
+                };
+                sent = true;
+                self.stats.transmitted += 1;
+                match self.route(t.dst_ip) {
+                    Some(to) => {
+                        let slot = self.due.next_free();
+                        slot.to = to;
+                        slot.meta = t.rx_meta();
+                        slot.len = t.len;
+                        self.due.commit();
+                        self.seq += 1;
+                    }
+                    None => self.stats.unroutable += 1,
+                }
+            }
+        }
+        while let Some(t) = self.nics[i].poll_transmit(now, &mut self.buf) {
+            sent = true;
+            self.transmit(i, t);
+        }
+        sent
+    }
+
+    /// Delivers the next datagram due now; false when there is none.
+    fn deliver_one(&mut self) -> bool {
+        if let Some(f) = self.next_delayed() {
+            self.stats.delivered += 1;
+            let bytes = &f.data[..f.len];
+            if let Some(s) = self.sink.as_mut() {
+                s.packet_meta(self.now, &f.meta, bytes);
+            }
+            self.nics[f.to].handle_datagram(self.now, &f.meta, bytes);
+            self.pool.push(f.data);
+            return true;
+        }
+        let Some(d) = self.due.front() else {
+            return false;
+        };
+        self.stats.delivered += 1;
+        let bytes = &d.data[..d.len];
+        if let Some(s) = self.sink.as_mut() {
+            s.packet_meta(self.now, &d.meta, bytes);
+        }
+        self.nics[d.to].handle_datagram(self.now, &d.meta, bytes);
+        self.due.pop();
+        true
     }
 
     /// Delivers and transmits everything due at the current time.
@@ -423,26 +493,10 @@ impl SimNet {
         loop {
             let mut progress = false;
             for i in 0..self.nics.len() {
-                loop {
-                    let now = self.now;
-                    let Some(t) = self.nics[i].poll_transmit(now, &mut self.buf) else {
-                        break;
-                    };
-                    self.transmit(i, t);
-                    progress = true;
-                }
+                progress |= self.drain_nic(i);
             }
-            if let Some(f) = self.next_due() {
-                self.stats.delivered += 1;
-                let bytes = &f.data[..f.len];
-                if let Some(s) = self.sink.as_mut() {
-                    s.packet_meta(self.now, &f.meta, bytes);
-                }
-                self.nics[f.to].handle_datagram(self.now, &f.meta, bytes);
-                self.pool.push(f.data);
-                // let the receiver answer before more arrivals at the same instant
-                progress = true;
-            }
+            // let the receiver answer before more arrivals at the same instant
+            progress |= self.deliver_one();
             if !progress {
                 break;
             }
