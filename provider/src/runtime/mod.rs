@@ -180,7 +180,7 @@ struct Engine {
     sock: Socket,
     tx: TxBatch,
     /// `None` only while a receive pass has it out (see `receive`).
-    rx: Option<RecvBatch>,
+    rx: Option<Box<RecvBatch>>,
     fault: Fault,
     held: Option<(Vec<u8>, TxMeta)>,
     /// ACKs (and responder packets queued behind them) held to the end of a transmit burst.
@@ -275,7 +275,7 @@ impl Device {
         let engine = Engine {
             nic,
             tx: TxBatch::new(16, MAX_PACKET),
-            rx: Some(RecvBatch::new(16)),
+            rx: Some(Box::new(RecvBatch::new(16))),
             fault: Fault::new(cfg.loss, cfg.reorder, cfg.fault_seed, cfg.fault_all)
                 .with_acks(cfg.fault_acks),
             held: None,

@@ -175,11 +175,22 @@ impl TxBatch {
         let mut sent_packets = 0;
         let mut start = 0;
         let mut result = Ok(());
-        // Build datagrams in chunks to keep a fixed-size array on the stack (no allocation).
+        // Build datagrams in chunks to keep a fixed-size array on the stack (no allocation); a
+        // small one for the common flush of one or two runs (a latency-bound ping-pong flushes
+        // one run per message: filling 64 entries each time would cost more than the rest).
         const CHUNK: usize = 64;
+        const SMALL: usize = 4;
         while start < self.groups.len() {
             let end = (start + CHUNK).min(self.groups.len());
-            let mut d = [OutDatagram::new(IpAddr::from([0u8; 4]), 0, &[]); CHUNK];
+            let blank = OutDatagram::new(IpAddr::from([0u8; 4]), 0, &[]);
+            let mut small = [blank; SMALL];
+            let mut large;
+            let d: &mut [OutDatagram<'_>] = if end - start <= SMALL {
+                &mut small
+            } else {
+                large = [blank; CHUNK];
+                &mut large
+            };
             for (i, gr) in self.groups[start..end].iter().enumerate() {
                 d[i] = OutDatagram {
                     dst: gr.meta.dst,

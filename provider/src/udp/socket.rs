@@ -129,6 +129,9 @@ pub struct Socket {
     cfg: SocketConfig,
     features: Features,
     no_check: bool,
+    /// The TTL / hop limit the socket uses without a cmsg (`getsockopt` at bind): a datagram
+    /// asking for exactly that needs no `IP_TTL` cmsg (one less for the kernel to parse).
+    default_ttl: Option<u8>,
     send_scratch: sys::SendScratch,
     recv_scratch: sys::RecvScratch,
     addrs: Vec<SockAddr>,
@@ -168,6 +171,16 @@ fn set_no_check(s: &socket2::Socket, v6: bool, on: bool) -> io::Result<()> {
     } else {
         sys::setsockopt_int(s, libc::SOL_SOCKET, consts::SO_NO_CHECK, on as i32)
     }
+}
+
+/// The socket's TTL / unicast hop limit when no cmsg sets one.
+fn default_ttl(s: &socket2::Socket, v6: bool) -> Option<u8> {
+    let v = if v6 {
+        sys::getsockopt_int(s, libc::IPPROTO_IPV6, libc::IPV6_UNICAST_HOPS)
+    } else {
+        sys::getsockopt_int(s, libc::IPPROTO_IP, libc::IP_TTL)
+    };
+    v.ok().and_then(|v| u8::try_from(v).ok()).filter(|&v| v > 0)
 }
 
 fn new_udp(addr: SocketAddr) -> io::Result<socket2::Socket> {
@@ -220,6 +233,7 @@ impl Socket {
         // GSO: kernels without it answer ENOPROTOOPT to getsockopt(UDP_SEGMENT).
         let gso = cfg.gso && sys::getsockopt_int(&s, consts::SOL_UDP, consts::UDP_SEGMENT).is_ok();
         let zero_checksum = cfg.zero_checksum && set_no_check(&s, v6, true).is_ok();
+        let default_ttl = default_ttl(&s, v6);
         tracing::debug!(
             %local, gso, gro, zero_checksum, drop_counter, sndbuf, rcvbuf,
             "udp socket bound"
@@ -238,6 +252,7 @@ impl Socket {
                 rcvbuf,
             },
             no_check: zero_checksum,
+            default_ttl,
             send_scratch: Default::default(),
             recv_scratch: Default::default(),
             addrs: Vec::new(),
@@ -259,6 +274,7 @@ impl Socket {
             cfg: self.cfg,
             features: self.features,
             no_check: self.no_check,
+            default_ttl: self.default_ttl,
             send_scratch: Default::default(),
             recv_scratch: Default::default(),
             addrs: Vec::new(),
@@ -486,9 +502,11 @@ impl Socket {
                     s.ctrl.push(AlignedBuf::new(cmsg::SEND_SPACE, 8));
                     s.ctrl_len.push(0);
                 }
+                // TOS 0 and the default TTL are what the socket sends anyway: no cmsg for them
+                // (the wire is the same, the kernel parses less).
                 let info = SendInfo {
-                    tos: d.tos,
-                    ttl: d.ttl,
+                    tos: d.tos.filter(|&t| t != 0),
+                    ttl: d.ttl.filter(|&t| Some(t) != s.default_ttl),
                     gso_size,
                 };
                 s.ctrl_len[nctrl] = cmsg::encode_send(s.ctrl[nctrl].as_mut_slice(), s.v6, &info);
