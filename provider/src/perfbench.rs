@@ -49,7 +49,7 @@ impl Default for Options {
 }
 
 /// The figures of one run.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct Report {
     /// `ib_write_bw -s 65536` average, Gbit/s.
     pub write_bw_gbps: f64,
@@ -59,7 +59,8 @@ pub struct Report {
     pub udp_gso_gbps: f64,
     /// `ib_send_lat -s 64` t_typical (half round trip), µs.
     pub send_lat_typical_us: f64,
-    /// Raw UDP 80-byte ping-pong median round trip, µs.
+    /// Raw UDP 80-byte ping-pong median round trip, µs (half its round trips measured right
+    /// before `ib_send_lat`, half right after: the load of a shared machine drifts).
     pub udp_rtt_p50_us: f64,
     /// The datagram size compared.
     pub datagram: usize,
@@ -254,6 +255,8 @@ pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
         "ROCE_IP=127.0.0.{{1,2}} ib_send_lat {} [127.0.0.1]",
         lat_args.join(" ")
     ));
+    let before = baseline::pingpong_samples(12 + 64 + 4, o.lat_iters.div_ceil(2))
+        .map_err(|e| e.to_string())?;
     let _ = writeln!(log, "running: {}", r.commands[1]);
     let (_, c) = pair(
         &lib,
@@ -269,7 +272,12 @@ pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
         "  ib_send_lat -s 64: t_typical {:.2} us (half round trip)",
         r.send_lat_typical_us
     );
-    let p = baseline::pingpong(12 + 64 + 4, o.lat_iters).map_err(|e| e.to_string())?;
+    let (mut rtts, mut lost) = before;
+    let (r2, l2) = baseline::pingpong_samples(12 + 64 + 4, o.lat_iters.div_ceil(2))
+        .map_err(|e| e.to_string())?;
+    rtts.extend(r2);
+    lost += l2;
+    let p = baseline::PingPong::from_samples(12 + 64 + 4, rtts, lost).map_err(|e| e.to_string())?;
     r.udp_rtt_p50_us = p.p50.as_secs_f64() * 1e6;
     let _ = writeln!(log, "  raw UDP {p}");
     Ok(r)

@@ -74,6 +74,11 @@ pub struct BenchArgs {
     /// Skip the raw UDP baseline.
     #[arg(long)]
     pub no_baseline: bool,
+    /// Then run unmodified perftest (`ib_write_bw -s 65536`, `ib_send_lat -s 64`) through the
+    /// drop-in libibverbs.so.1 on the same two addresses, next to raw UDP and to this run's own
+    /// figures (one-process mode; needs Debian's perftest and the library built).
+    #[arg(long)]
+    pub perftest: bool,
     /// After each point, print both devices' datapath counters per message (system calls,
     /// datagrams, inline progress, thread wake-ups) on stderr: where the time goes.
     #[arg(long)]
@@ -195,6 +200,26 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     } else {
         let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
         measure::in_process(ip, args.peer_ip, &plan, err).map(Some)
+    };
+    let res = match res {
+        Ok(Some(mut report)) if args.perftest && !args.server && args.client.is_none() => {
+            // After roce bench's own devices closed: perftest binds the same addresses.
+            let o = crate::perfbench::Options {
+                mtu: plan.mtu.bytes(),
+                secs: (plan.duration.as_secs_f64() * 8.0).ceil().clamp(1.0, 10.0) as u64,
+                lat_iters: plan.iters,
+                ..Default::default()
+            };
+            match crate::perfbench::run(&o, err) {
+                Ok(p) => report.perftest = Some(p),
+                Err(e) => report.perftest_error = Some(e),
+            }
+            if plan.check {
+                report.compute_checks();
+            }
+            Ok(Some(report))
+        }
+        other => other,
     };
     match res {
         Ok(None) => 0,

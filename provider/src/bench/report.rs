@@ -138,6 +138,10 @@ pub struct Report {
     pub scale: Option<Scale>,
     /// Issue-6 checks (with `--check`).
     pub checks: Vec<Check>,
+    /// `--perftest`: unmodified perftest through the drop-in library.
+    pub perftest: Option<crate::perfbench::Report>,
+    /// `--perftest` could not run (why).
+    pub perftest_error: Option<String>,
 }
 
 impl Report {
@@ -152,7 +156,24 @@ impl Report {
             mmsg_64b: None,
             scale: None,
             checks: Vec::new(),
+            perftest: None,
+            perftest_error: None,
         }
+    }
+
+    /// perftest figures over this run's own: `ib_send_lat` round trip (2 × t_typical) / RC
+    /// Send/Recv p50, and `ib_write_bw -s 65536` / RC Write 64 KiB (when measured).
+    pub fn perftest_consistency(&self) -> (Option<f64>, Option<f64>) {
+        let Some(p) = &self.perftest else {
+            return (None, None);
+        };
+        let lat = self
+            .lat
+            .map(|l| 2.0 * p.send_lat_typical_us / l.r.p50_us.max(1e-3));
+        let bw = self
+            .row(Op::Write, 65536)
+            .map(|r| p.write_bw_gbps / r.r.gbit_per_s().max(1e-9));
+        (lat, bw)
     }
 
     fn row(&self, op: Op, size: usize) -> Option<&BwRow> {
@@ -226,6 +247,32 @@ impl Report {
                     op: "<=",
                     pass: v <= 1.5,
                 });
+            }
+        }
+        if let Some(p) = &self.perftest {
+            let v = p.lat_ratio();
+            c.push(Check {
+                name: "ib_send_lat -s 64 (drop-in) RTT / raw UDP ping-pong p50 (issue 4)".into(),
+                value: v,
+                target: 2.0,
+                op: "<=",
+                pass: v <= 2.0,
+            });
+            let (lat, bw) = self.perftest_consistency();
+            for (what, r) in [
+                ("ib_send_lat RTT / roce bench RC Send/Recv p50", lat),
+                ("ib_write_bw 64 KiB / roce bench RC Write 64 KiB", bw),
+            ] {
+                if let Some(r) = r {
+                    let v = (r - 1.0).abs();
+                    c.push(Check {
+                        name: format!("|1 - {what}| ({r:.2})"),
+                        value: v,
+                        target: 0.2,
+                        op: "<=",
+                        pass: v <= 0.2,
+                    });
+                }
             }
         }
         if let Some(s) = &self.scale {
@@ -338,6 +385,21 @@ impl Report {
             writeln!(out)?;
             writeln!(out, " 64 KiB RC Write: lossless {:.3} Gb/s; 1% loss ({} -> {}) {}; {} QPs {:.3} Gb/s; engine memory {} B per QP", s.lossless.gbit_per_s(), s.lossy_ips.0, s.lossy_ips.1, s.lossy.map(|l| format!("{:.3} Gb/s", l.gbit_per_s())).unwrap_or_else(|| "n/a".into()), s.qps, s.many.gbit_per_s(), s.bytes_per_qp)?;
         }
+        if let Some(p) = &self.perftest {
+            crate::perfbench::print(p, out);
+            let (lat, bw) = self.perftest_consistency();
+            let f = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
+            writeln!(
+                out,
+                "  consistency with roce bench: ib_send_lat RTT / RC Send/Recv p50 {}, ib_write_bw / RC Write 64 KiB {} (target within 20%)",
+                f(lat),
+                f(bw)
+            )?;
+        }
+        if let Some(e) = &self.perftest_error {
+            writeln!(out)?;
+            writeln!(out, " perftest: not run: {e}")?;
+        }
         if !self.checks.is_empty() {
             writeln!(out)?;
             writeln!(
@@ -412,6 +474,18 @@ impl Report {
             "mmsg_baseline_64k": self.mmsg_64k,
             "mmsg_baseline_64b": self.mmsg_64b,
             "scale": scale,
+            "perftest": self.perftest.as_ref().map(|p| {
+                let (lat, bw) = self.perftest_consistency();
+                json!({
+                    "figures": p,
+                    "send_lat_ratio_vs_udp": p.lat_ratio(),
+                    "write_bw_ratio_vs_udp_mmsg": p.bw_ratio_mmsg(),
+                    "write_bw_ratio_vs_udp_gso": p.bw_ratio_gso(),
+                    "send_lat_rtt_over_bench_p50": lat,
+                    "write_bw_over_bench_write_64k": bw,
+                })
+            }),
+            "perftest_error": self.perftest_error,
             "checks": self.checks,
         })
         .to_string()
