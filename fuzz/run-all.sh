@@ -7,11 +7,12 @@
 # New corpus entries go to a scratch directory (the committed corpus/<target>/ is only read);
 # crashing inputs land in fuzz/artifacts/<target>/, which tests/replay.rs replays once
 # committed. FUZZ_SANITIZER=address|none (default none: the crates have no unsafe code, and
-# ASan roughly halves the rate). Needs cargo-fuzz; uses RUSTC_BOOTSTRAP=1 on a stable toolchain.
+# ASan roughly halves the rate; `cabi` calls the drop-in library's unsafe C ABI, where ASan is
+# worth its cost). Needs cargo-fuzz; uses RUSTC_BOOTSTRAP=1 on a stable toolchain.
 set -u
 secs=${1:?usage: fuzz/run-all.sh SECONDS [TARGET...]}
 shift
-targets=${*:-decode pcap responder completer model}
+targets=${*:-decode pcap responder completer model cabi}
 san=${FUZZ_SANITIZER:-none}
 cd "$(dirname "$0")"
 export RUSTC_BOOTSTRAP=1

@@ -1,5 +1,10 @@
-//! Random inputs through the NIC targets on stable Rust (a poor man's fuzzer that CI runs):
-//! `ROCE_FUZZ_SMOKE=n` inputs per target (default 200 debug / 2000 release).
+//! Random inputs through the NIC targets and `cabi` on stable Rust (a poor man's fuzzer that CI
+//! runs): `ROCE_FUZZ_SMOKE=n` inputs per target (default 200 debug / 2000 release; a tenth of
+//! that for `cabi`, whose inputs open a device each).
+
+/// The `cabi` target's leak check counts live allocations through it.
+#[global_allocator]
+static ALLOC: roce_fuzz::cabi::CountingAlloc = roce_fuzz::cabi::CountingAlloc;
 fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
@@ -8,7 +13,10 @@ fn xorshift(s: &mut u64) -> u64 {
 }
 
 fn smoke(target: &str, max_len: usize) {
-    let default = if cfg!(debug_assertions) { 200 } else { 2000 };
+    let mut default = if cfg!(debug_assertions) { 200 } else { 2000 };
+    if target == "cabi" {
+        default /= 10;
+    }
     let n: u64 = std::env::var("ROCE_FUZZ_SMOKE")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -43,4 +51,9 @@ fn completer_random_inputs() {
 #[test]
 fn model_random_inputs() {
     smoke("model", 1024);
+}
+
+#[test]
+fn cabi_random_inputs() {
+    smoke("cabi", 2048);
 }

@@ -3,6 +3,10 @@
 //! them on stable Rust without a fuzzer.
 use std::path::Path;
 
+/// The `cabi` target's leak check counts live allocations through it.
+#[global_allocator]
+static ALLOC: roce_fuzz::cabi::CountingAlloc = roce_fuzz::cabi::CountingAlloc;
+
 #[test]
 fn replay_corpora() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
