@@ -142,8 +142,10 @@ impl CounterSnap {
     /// Prints the counters that moved, per message, for the active and the passive device.
     fn print(&self, later: &CounterSnap, per: u64, what: &str, err: &mut dyn Write) {
         let per = per.max(1) as f64;
-        for (side, (x, y)) in [("active", (&self.0, &later.0)), ("passive", (&self.1, &later.1))]
-        {
+        for (side, (x, y)) in [
+            ("active", (&self.0, &later.0)),
+            ("passive", (&self.1, &later.1)),
+        ] {
             let mut line = format!("counters {what} {side}, per message:");
             for ((n, v0), (_, v1)) in x.iter().zip(y.iter()) {
                 if v1 > v0 {
@@ -616,7 +618,11 @@ fn run_lat(
     iters: usize,
     baseline: Option<usize>,
 ) -> Result<(LatResult, Option<PingPong>, usize), String> {
-    let rounds = if iters >= 100 * LAT_ROUNDS { LAT_ROUNDS } else { 1 };
+    let rounds = if iters >= 100 * LAT_ROUNDS {
+        LAT_ROUNDS
+    } else {
+        1
+    };
     let per = iters.div_ceil(rounds);
     let (mut rtts, mut made) = (Vec::with_capacity(iters), 0);
     let (mut raw, mut lost) = (Vec::new(), 0);
@@ -692,7 +698,12 @@ fn run_all(
                 let x = run_bw(a, passive, op, size, plan.duration)?;
                 if let Some(c0) = c0 {
                     let c1 = CounterSnap::take(a, passive.side());
-                    c0.print(&c1, x.iterations, &format!("{} {size} B", op.title()), prog.err);
+                    c0.print(
+                        &c1,
+                        x.iterations,
+                        &format!("{} {size} B", op.title()),
+                        prog.err,
+                    );
                 }
                 if !r.is_some_and(|r| x.msg_per_s() <= r.msg_per_s()) {
                     r = Some(x);

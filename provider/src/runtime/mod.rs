@@ -15,8 +15,12 @@
 //!   after activity and then blocks on the socket (with a [`Waker`](crate::udp::Waker)) until
 //!   the next datagram or the engine's next timeout, so retransmission and RNR timers and
 //!   event-driven programs (completion channels, `ibv_rc_pingpong -e`) work when nobody polls.
-//!   While the program itself progresses (it polled within the last 200 µs) the thread does not
-//!   watch the socket; it only wakes for timers, so it never competes for packets or the lock.
+//!   While the program itself progresses (it polled within the last 200 µs) the thread touches
+//!   neither the socket nor the engine lock (the program's polls run the timers); it only wakes
+//!   to see whether the program stopped polling, so it never competes for packets or the lock.
+//!
+//! Transmit bursts send plain RC ACKs last (see `AckQueue`): a reply SEND and the ACK of the
+//! SEND it answers leave as one GSO datagram.
 //!
 //! The engine lives behind one mutex; every entry point takes it for a short time. Packets are
 //! never handed between threads: whoever received them processes them.
@@ -120,6 +124,9 @@ pub struct RuntimeCounters {
     pub thread_sleeps: AtomicU64,
     /// Polls that returned completions before transmitting what the engine queued.
     pub tx_deferred: AtomicU64,
+    /// Positive ACKs not sent because a later ACK of the same QP in the same transmit burst
+    /// covers them (ACK coalescing).
+    pub tx_acks_coalesced: AtomicU64,
     /// Completion-channel events delivered.
     pub comp_events: AtomicU64,
     /// Async events delivered.
@@ -147,6 +154,7 @@ impl RuntimeCounters {
             ("progress_thread", &self.progress_thread),
             ("thread_sleeps", &self.thread_sleeps),
             ("tx_deferred", &self.tx_deferred),
+            ("tx_acks_coalesced", &self.tx_acks_coalesced),
             ("comp_events", &self.comp_events),
             ("async_events", &self.async_events),
             ("pcap_errors", &self.pcap_errors),
@@ -706,6 +714,9 @@ impl Shared {
                                 self.count_tx(t.len);
                             }
                             Offer::Held => {}
+                            Offer::Coalesced => {
+                                self.ctr.tx_acks_coalesced.fetch_add(1, Relaxed);
+                            }
                             Offer::Full => {
                                 // Keep the order: what is held, then this packet.
                                 acks.save(&space[..t.len], meta);
@@ -880,6 +891,20 @@ enum Offer {
     Held,
     /// It must be held but there is no room: [`AckQueue::save`] it and commit everything.
     Full,
+    /// It replaced the ACK held just before it (same QP, covers it).
+    Coalesced,
+}
+
+/// A positive RC ACK: opcode ACKNOWLEDGE, AETH syndrome `000` (not a NAK or an RNR NAK), no
+/// payload (BTH 12 + AETH 4 + ICRC 4).
+fn is_plain_ack(p: &[u8]) -> bool {
+    p.len() == 20 && p[0] == OP_RC_ACK && p[12] >> 5 == 0
+}
+
+/// The BTH PSN of `a` is at or after that of `b` (24-bit serial arithmetic).
+fn psn_ge(a: &[u8], b: &[u8]) -> bool {
+    let psn = |p: &[u8]| u32::from_be_bytes([0, p[9], p[10], p[11]]);
+    psn(a).wrapping_sub(psn(b)) & 0xFF_FFFF < 0x80_0000
 }
 
 /// RC ACKNOWLEDGE (BTH opcode of a plain ACK or NAK).
@@ -902,6 +927,19 @@ impl AckQueue {
         let hold = op == OP_RC_ACK || (!self.held.is_empty() && (0x0D..=0x12).contains(&op));
         if !hold {
             return Offer::Commit;
+        }
+        // A positive ACK right behind another one to the same QP, same burst: the later one
+        // acknowledges everything the earlier did (PSN and MSN only grow, its credits are the
+        // newer), so it takes the earlier one's place — ACK coalescing as IBA allows it (one
+        // ACK for several requests; rxe and the engine complete every WQE up to its PSN).
+        if is_plain_ack(p) {
+            if let Some(&(o, l, m)) = self.held.last() {
+                let prev = &self.arena[o..o + l];
+                if m == meta && is_plain_ack(prev) && prev[5..8] == p[5..8] && psn_ge(p, prev) {
+                    self.arena[o..o + l].copy_from_slice(p);
+                    return Offer::Coalesced;
+                }
+            }
         }
         if self.arena.len() + p.len() > self.cap || self.held.len() == self.held.capacity() {
             return Offer::Full;
