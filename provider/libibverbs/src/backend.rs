@@ -246,6 +246,12 @@ pub trait DeviceContext: Send + Sync {
     fn post_send(&self, qp: QpId, wr: &SendWr<'_>) -> VerbResult<()> {
         Err(Errno::EOPNOTSUPP)
     }
+    /// The requests of one `ibv_wr_start` … `ibv_wr_complete`, which man ibv_wr_post says are
+    /// posted all or none. This default posts them one by one and stops at the first error, so
+    /// a failure can leave earlier ones posted: an engine should check the whole batch first.
+    fn post_send_batch(&self, qp: QpId, wrs: &[SendWr<'_>]) -> VerbResult<()> {
+        wrs.iter().try_for_each(|w| self.post_send(qp, w))
+    }
     fn post_recv(&self, qp: QpId, wr: &RecvWr<'_>) -> VerbResult<()> {
         Err(Errno::EOPNOTSUPP)
     }

@@ -61,6 +61,8 @@ struct Cookies {
     qps: HashMap<u32, u64>,
     cqs: HashMap<u32, u64>,
     srqs: HashMap<u32, u64>,
+    /// Type and capacities of each QP (they never change), for [`check_send`].
+    shapes: HashMap<u32, (emu::QpType, emu::QpCap)>,
 }
 
 /// One `ibv_context` on the runtime.
@@ -167,6 +169,72 @@ fn sges<'b>(sg: &[ibv_sge], buf: &'b mut [emu::Sge; 32]) -> Result<&'b [emu::Sge
         };
     }
     Ok(&buf[..sg.len()])
+}
+
+/// A send WR as the engine takes it, over SGEs already converted with [`sges`].
+fn emu_send_wr<'b>(wr: &SendWr<'_>, sg_list: &'b [emu::Sge]) -> Result<emu::SendWr<'b>, Errno> {
+    let opcode = emu::WrOpcode::from_raw(wr.opcode).ok_or(Errno::EINVAL)?;
+    let (imm, inv) = match opcode {
+        emu::WrOpcode::SendWithInv => (0, wr.imm_data),
+        _ => (u32::from_be(wr.imm_data), 0),
+    };
+    let mut w = emu::SendWr {
+        wr_id: wr.wr_id,
+        sg_list,
+        opcode,
+        send_flags: emu::SendFlags(wr.send_flags),
+        imm_data: imm,
+        invalidate_rkey: inv,
+        remote_addr: wr.remote_addr,
+        rkey: wr.rkey,
+        compare_add: wr.compare_add,
+        swap: wr.swap,
+        ah: None,
+        remote_qpn: 0,
+        remote_qkey: 0,
+    };
+    if let Some(ud) = wr.ud {
+        w.ah = Some(emu::Ah(ud.ah.0 as u32));
+        w.remote_qpn = ud.remote_qpn;
+        w.remote_qkey = ud.remote_qkey;
+    }
+    Ok(w)
+}
+
+/// The checks `emu::Nic::post_send_inline` makes that depend on the WR and on the QP's type and
+/// capacities only (not on its state, its address handles or the room left in its SQ), so
+/// that a batch is refused before any of it is posted. Keep in step with the engine's.
+fn check_send(
+    t: emu::QpType,
+    cap: &emu::QpCap,
+    w: &emu::SendWr<'_>,
+    inline_data: Option<&[u8]>,
+) -> Result<(), Errno> {
+    use emu::WrOpcode as O;
+    let op_ok = match t {
+        emu::QpType::Ud => matches!(w.opcode, O::Send | O::SendWithImm),
+        emu::QpType::Uc => matches!(
+            w.opcode,
+            O::Send | O::SendWithImm | O::RdmaWrite | O::RdmaWriteWithImm
+        ),
+        emu::QpType::Rc => true,
+    };
+    if !op_ok || w.sg_list.len() > cap.max_send_sge as usize {
+        return Err(Errno::EINVAL);
+    }
+    let inline = w.send_flags.contains(emu::SendFlags::INLINE) && !w.opcode.is_rd_atomic();
+    let length = match (inline, inline_data) {
+        (true, Some(d)) => d.len() as u64,
+        _ => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
+    };
+    if (w.opcode.is_atomic() && (w.remote_addr & 7 != 0 || length < 8))
+        || (inline && length > u64::from(cap.max_inline_data))
+        || length > 1 << 31
+        || (t == emu::QpType::Ud && w.ah.is_none())
+    {
+        return Err(Errno::EINVAL);
+    }
+    Ok(())
 }
 
 fn wc_from_emu(w: &emu::WorkCompletion) -> ibv_wc {
@@ -334,7 +402,10 @@ impl DeviceContext for EngineContext {
                 Ok((qpn, n.query_qp(qpn)?))
             })
             .map_err(err)?;
-        self.cookies().qps.insert(qpn, init.cookie);
+        let mut c = self.cookies();
+        c.qps.insert(qpn, init.cookie);
+        c.shapes.insert(qpn, (qp_type, attr.cap));
+        drop(c);
         Ok(QpInfo {
             id: QpId(qpn as u64),
             qp_num: qpn,
@@ -407,41 +478,45 @@ impl DeviceContext for EngineContext {
         self.dev()?
             .with_nic(|n| n.destroy_qp(qp.0 as u32))
             .map_err(err)?;
-        self.cookies().qps.remove(&(qp.0 as u32));
+        let mut c = self.cookies();
+        c.qps.remove(&(qp.0 as u32));
+        c.shapes.remove(&(qp.0 as u32));
         Ok(())
     }
 
     fn post_send(&self, qp: QpId, wr: &SendWr<'_>) -> VerbResult<()> {
-        let opcode = emu::WrOpcode::from_raw(wr.opcode).ok_or(Errno::EINVAL)?;
         let mut buf = [emu::Sge::default(); 32];
-        let sg_list = sges(wr.sg_list, &mut buf)?;
-        let (imm, inv) = match opcode {
-            emu::WrOpcode::SendWithInv => (0, wr.imm_data),
-            _ => (u32::from_be(wr.imm_data), 0),
-        };
-        let mut w = emu::SendWr {
-            wr_id: wr.wr_id,
-            sg_list,
-            opcode,
-            send_flags: emu::SendFlags(wr.send_flags),
-            imm_data: imm,
-            invalidate_rkey: inv,
-            remote_addr: wr.remote_addr,
-            rkey: wr.rkey,
-            compare_add: wr.compare_add,
-            swap: wr.swap,
-            ah: None,
-            remote_qpn: 0,
-            remote_qkey: 0,
-        };
-        if let Some(ud) = wr.ud {
-            w.ah = Some(emu::Ah(ud.ah.0 as u32));
-            w.remote_qpn = ud.remote_qpn;
-            w.remote_qkey = ud.remote_qkey;
-        }
+        let w = emu_send_wr(wr, sges(wr.sg_list, &mut buf)?)?;
         self.dev()?
             .post_send(qp.0 as u32, &w, wr.inline_data)
             .map_err(err)
+    }
+
+    /// All or nothing as far as the WRs and the QP's type and capacities go: every WR is
+    /// checked first. The engine can still refuse one after others were posted when the SQ
+    /// fills up (ENOMEM) — it has no way to post a batch atomically yet (fuzz/README.md).
+    fn post_send_batch(&self, qp: QpId, wrs: &[SendWr<'_>]) -> VerbResult<()> {
+        let qpn = qp.0 as u32;
+        let (t, cap) = *self.cookies().shapes.get(&qpn).ok_or(Errno::EINVAL)?;
+        if wrs.len() > cap.max_send_wr as usize {
+            return Err(Errno::ENOMEM);
+        }
+        let mut flat = Vec::with_capacity(wrs.iter().map(|w| w.sg_list.len()).sum());
+        for wr in wrs {
+            let mut buf = [emu::Sge::default(); 32];
+            flat.extend_from_slice(sges(wr.sg_list, &mut buf)?);
+        }
+        let mut list = Vec::with_capacity(wrs.len());
+        let mut at = 0;
+        for wr in wrs {
+            let sg = &flat[at..at + wr.sg_list.len()];
+            at += sg.len();
+            let w = emu_send_wr(wr, sg)?;
+            check_send(t, &cap, &w, wr.inline_data)?;
+            list.push((w, wr.inline_data));
+        }
+        let (_, r) = self.dev()?.post_send_list(qpn, list);
+        r.map_err(err)
     }
 
     fn post_recv(&self, qp: QpId, wr: &RecvWr<'_>) -> VerbResult<()> {

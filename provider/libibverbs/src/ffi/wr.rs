@@ -144,8 +144,9 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> i32 {
         let Some(ctx) = super::context::from_ptr(context) else {
             return libc::EINVAL;
         };
-        for r in &reqs {
-            let s = SendWr {
+        let batch: Vec<SendWr<'_>> = reqs
+            .iter()
+            .map(|r| SendWr {
                 wr_id: r.wr_id,
                 opcode: r.opcode,
                 send_flags: r.flags,
@@ -157,14 +158,16 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> i32 {
                 compare_add: r.compare_add,
                 swap: r.swap,
                 ud: r.ud,
-            };
-            if let Err(e) = ctx.inner.backend.post_send(q.id, &s) {
-                if e == Errno::EOPNOTSUPP {
-                    crate::log::unimplemented_once("ibv_wr_complete (post_send)");
-                }
-                set_errno(e.0);
-                return e.0;
+            })
+            .collect();
+        // All or none (man ibv_wr_post): the batch goes to the engine in one call, which
+        // checks every request before it posts any.
+        if let Err(e) = ctx.inner.backend.post_send_batch(q.id, &batch) {
+            if e == Errno::EOPNOTSUPP {
+                crate::log::unimplemented_once("ibv_wr_complete (post_send)");
             }
+            set_errno(e.0);
+            return e.0;
         }
         0
     })
@@ -278,9 +281,15 @@ unsafe extern "C" fn wr_set_ud_addr(
     remote_qpn: u32,
     remote_qkey: u32,
 ) {
-    with_qp(qp, (), |_, p| {
+    with_qp(qp, (), |q, p| {
         // SAFETY: NULL or one of our AHs (module contract).
         let ah = unsafe { obj::<Ah, _>(ah) };
+        // An AH of another PD is refused here rather than by the engine half-way through the
+        // batch at ibv_wr_complete.
+        let ah = ah.filter(|a| {
+            // SAFETY: the `pd` fields of our own live AH and QP.
+            unsafe { (*a.c.get()).pd == (*q.c.get()).base.qp_base.pd }
+        });
         match (ah, current(p)) {
             (Some(a), Some(r)) => {
                 r.ud = Some(UdDest {
