@@ -317,8 +317,11 @@ ops! {
     /// `srq`: below 0x80 none, 0x80–0xEF the live SRQ `srq - 0x80`, else dead / NULL as a
     /// [`Ref`]. `qpt % 8`: RC (0, 1, 4, 7), UC (2), UD (3, 5), 6 an unsupported type. Capacities:
     /// `wr % 64` (0xF8.. big or too big), `sge % 40`, `inline % 512`. `qpt == 0xFF`: NULL
-    /// attributes.
-    CreateQp { pd: Ref, scq: Ref, rcq: Ref, srq: Ref, qpt: u8, swr: u8, rwr: u8, ssge: u8, rsge: u8, inline: u16, sig_all: bool },
+    /// attributes. `ex % 8`: 0–4 `ibv_create_qp`; through `verbs_context.create_qp_ex` (as the
+    /// inline `ibv_create_qp_ex` calls it) 5 with `IBV_QP_INIT_ATTR_CREATE_FLAGS` = 0, 6 with
+    /// every `send_ops_flags` we support (the QP gets the `ibv_wr_*` API), 7 with `ops` as
+    /// `send_ops_flags`.
+    CreateQp { pd: Ref, scq: Ref, rcq: Ref, srq: Ref, qpt: u8, swr: u8, rwr: u8, ssge: u8, rsge: u8, inline: u16, sig_all: bool, ex: u8, ops: u16 },
     /// `tmpl % 8`: 0 mask `mask & 0x3ffffff`, 1/2/3 the INIT/RTR/RTS mask of the QP's type with
     /// that target state, 4 `IBV_QP_STATE`, 5 the RTS template | random bits, 6 `mask` raw,
     /// 7 `STATE | mask & 0x1fffff`; `tmpl == 0xFF`: NULL attributes. Every attribute from the
@@ -343,6 +346,13 @@ ops! {
     /// Through `qp->context->ops.post_send` (a destroyed or NULL QP through a live context's
     /// table); an empty list posts NULL; `bad_null`: NULL `bad_wr`.
     PostSend { qp: Ref, wrs: List<SendSpec, 4>, bad_null: bool },
+    /// The `ibv_wr_*` API (QPs created with send ops only; others must have no `ibv_qp_ex`):
+    /// `ibv_wr_start`, per WR `wr_id` / `wr_flags` then the builder of its opcode (raw 7
+    /// `wr_local_inv`, raw 15 `wr_atomic_write`, `imm & 1` a NULL value pointer), UD
+    /// `wr_set_ud_addr`, one data setter, then `ibv_wr_complete`. `mode` bit 0 `ibv_wr_abort`
+    /// instead, bit 1 a setter before any builder (the post must fail), bit 2 the single-buffer
+    /// setters, bit 3 no data setter.
+    PostWr { qp: Ref, wrs: List<SendSpec, 4>, mode: u8 },
     PostRecv { qp: Ref, wrs: List<RecvSpec, 4>, bad_null: bool },
     PostSrqRecv { srq: Ref, wrs: List<RecvSpec, 4>, bad_null: bool },
     /// `1 + rounds % 8` rounds of polling every live CQ until it is empty (lets data move).
@@ -721,6 +731,112 @@ mod c {
         unsafe { f(cq, solicited) }
     }
 
+    fn ibv_qp_to_qp_ex_(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+        extern "C" {
+            fn ibv_qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex;
+        }
+        // SAFETY: wrapper contract.
+        unsafe { ibv_qp_to_qp_ex(qp) }
+    }
+    pub fn qp_to_qp_ex(qp: *mut ibv_qp) -> *mut ibv_qp_ex {
+        ibv_qp_to_qp_ex_(qp)
+    }
+
+    /// An all-zero `ibv_qp_init_attr_ex` (what a program's `memset` gives).
+    pub fn zeroed_init_attr_ex() -> ibv_qp_init_attr_ex {
+        // SAFETY: a C struct of integers and raw pointers; all-zero is a valid value of each.
+        unsafe { core::mem::zeroed() }
+    }
+
+    /// The inline `ibv_create_qp_ex` for a comp_mask beyond `IBV_QP_INIT_ATTR_PD`: the
+    /// `verbs_context` in front of the live context `ctx`, its size checked to cover the op.
+    pub fn create_qp_ex(ctx: *mut ibv_context, attr: &mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+        let off = core::mem::offset_of!(verbs_context, context);
+        let vctx = (ctx as usize - off) as *mut verbs_context;
+        // SAFETY: `ctx` is a live context whose `abi_compat` says it is embedded in a
+        // `verbs_context` (checked first); `sz` tells how much of it exists.
+        let op = unsafe {
+            if (*ctx).abi_compat as usize != VERBS_ABI_IS_EXTENDED
+                || (*vctx).sz
+                    < core::mem::size_of::<verbs_context>()
+                        - core::mem::offset_of!(verbs_context, create_qp_ex)
+            {
+                None
+            } else {
+                (*vctx).create_qp_ex
+            }
+        };
+        let Some(f) = op else {
+            set_errno(libc::EOPNOTSUPP);
+            return null_mut();
+        };
+        // SAFETY: the library's op, called as the inline verb calls it; `attr` is ours.
+        unsafe { f(ctx, attr) }
+    }
+
+    /// One call of the `ibv_wr_*` API on a live `ibv_qp_ex` with send ops.
+    #[derive(Clone, Copy, Debug)]
+    pub enum WrCall {
+        Start,
+        Complete,
+        Abort,
+        Send,
+        SendImm(u32),
+        SendInv(u32),
+        LocalInv(u32),
+        Write(u32, u64),
+        WriteImm(u32, u64, u32),
+        Read(u32, u64),
+        Cas(u32, u64, u64, u64),
+        Faa(u32, u64, u64),
+        AtomicWrite(u32, u64, *const c_void),
+        UdAddr(*mut ibv_ah, u32, u32),
+        Sge(u32, u64, u32),
+        SgeList(usize, *const ibv_sge),
+        Inline(*mut c_void, usize),
+        InlineList(usize, *const ibv_data_buf),
+    }
+
+    /// Sets `wr_id` / `wr_flags` and makes `call` through the QP's function pointers, as the
+    /// inline `ibv_wr_*` functions do. Returns `ibv_wr_complete`'s result (else 0).
+    pub fn wr(qpx: *mut ibv_qp_ex, id_flags: Option<(u64, u32)>, call: WrCall) -> c_int {
+        use WrCall::*;
+        // SAFETY: `qpx` is the `ibv_qp_ex` of a live QP created with send ops (the harness
+        // checked `ibv_qp_to_qp_ex`); the program owns `wr_id`/`wr_flags` and reads the function
+        // pointers. Pointer arguments are NULL (documented EINVAL) or the harness's own memory
+        // (SGE / buffer arrays of the given length, inline data in its buffers).
+        unsafe {
+            if let Some((id, flags)) = id_flags {
+                (*qpx).wr_id = id;
+                (*qpx).wr_flags = flags;
+            }
+            let q = &*qpx;
+            const MISSING: &str =
+                "cabi: an ibv_wr_* function pointer of a QP with send ops is NULL";
+            match call {
+                Start => q.wr_start.expect(MISSING)(qpx),
+                Complete => return q.wr_complete.expect(MISSING)(qpx),
+                Abort => q.wr_abort.expect(MISSING)(qpx),
+                Send => q.wr_send.expect(MISSING)(qpx),
+                SendImm(i) => q.wr_send_imm.expect(MISSING)(qpx, i),
+                SendInv(k) => q.wr_send_inv.expect(MISSING)(qpx, k),
+                LocalInv(k) => q.wr_local_inv.expect(MISSING)(qpx, k),
+                Write(k, a) => q.wr_rdma_write.expect(MISSING)(qpx, k, a),
+                WriteImm(k, a, i) => q.wr_rdma_write_imm.expect(MISSING)(qpx, k, a, i),
+                Read(k, a) => q.wr_rdma_read.expect(MISSING)(qpx, k, a),
+                Cas(k, a, c, w) => q.wr_atomic_cmp_swp.expect(MISSING)(qpx, k, a, c, w),
+                Faa(k, a, x) => q.wr_atomic_fetch_add.expect(MISSING)(qpx, k, a, x),
+                AtomicWrite(k, a, p) => q.wr_atomic_write.expect(MISSING)(qpx, k, a, p),
+                UdAddr(ah, n, k) => q.wr_set_ud_addr.expect(MISSING)(qpx, ah, n, k),
+                Sge(k, a, l) => q.wr_set_sge.expect(MISSING)(qpx, k, a, l),
+                SgeList(n, p) => q.wr_set_sge_list.expect(MISSING)(qpx, n, p),
+                Inline(p, n) => q.wr_set_inline_data.expect(MISSING)(qpx, p, n),
+                InlineList(n, p) => q.wr_set_inline_data_list.expect(MISSING)(qpx, n, p),
+            }
+        }
+        0
+    }
+
     pub fn set_errno(v: i32) {
         // SAFETY: the calling thread's errno slot, always valid.
         unsafe { *libc::__errno_location() = v }
@@ -746,6 +862,16 @@ mod c {
         unsafe { core::slice::from_raw_parts(p, len) }
     }
     /// Reads the union member the event type selects (all are plain pointers / ints).
+    /// `wr.rdma` of a WR the harness built: (remote_addr, rkey).
+    pub fn union_rdma(w: &ibv_send_wr) -> (u64, u32) {
+        // SAFETY: every member of the union is plain data (any bit pattern is valid).
+        unsafe { (w.wr.rdma.remote_addr, w.wr.rdma.rkey) }
+    }
+    /// `wr.atomic` of a WR the harness built: (remote_addr, rkey).
+    pub fn union_atomic(w: &ibv_send_wr) -> (u64, u32) {
+        // SAFETY: as above.
+        unsafe { (w.wr.atomic.remote_addr, w.wr.atomic.rkey) }
+    }
     pub fn event_element(ev: &ibv_async_event) -> usize {
         // SAFETY: every member of the union is a pointer or an int at offset 0.
         unsafe { ev.element.qp as usize }
@@ -809,6 +935,18 @@ const GUARD: usize = 64;
 const TOTAL: usize = GUARD + BUF + GUARD;
 const QKEY: u32 = 0x1111_1111;
 
+/// The `send_ops_flags` the library implements (`ibv_wr_*` builders it installs).
+const WR_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_RDMA_READ
+    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | IBV_QP_EX_WITH_LOCAL_INV
+    | IBV_QP_EX_WITH_SEND_WITH_INV
+    | IBV_QP_EX_WITH_ATOMIC_WRITE;
+
 fn buf_layout() -> Layout {
     Layout::from_size_align(TOTAL, 64).expect("layout")
 }
@@ -819,6 +957,9 @@ struct Buf {
     orig: Vec<u8>,
     /// Interior bytes that were inside an MR with a write permission.
     writable: Vec<bool>,
+    /// Interior bytes that an accepted WR addressed for writing (a receive or READ / atomic
+    /// SGE through its lkey, a WRITE / atomic target through its rkey).
+    addressed: Vec<bool>,
 }
 
 impl Buf {
@@ -833,6 +974,7 @@ impl Buf {
             base,
             orig,
             writable: vec![false; BUF],
+            addressed: vec![false; BUF],
         }
     }
     fn interior(&self) -> usize {
@@ -853,11 +995,11 @@ impl Drop for Buf {
 // Handles
 
 macro_rules! handle {
-    ($name:ident($t:ty) { $($f:ident : $ft:ty),* $(,)? }) => {
+    ($name:ident($t:ty) { $($(#[$fm:meta])* $f:ident : $ft:ty),* $(,)? }) => {
         struct $name {
             p: *mut $t,
             alive: bool,
-            $($f: $ft),*
+            $($(#[$fm])* $f: $ft),*
         }
         impl Handle for $name {
             fn addr(&self) -> usize {
@@ -877,7 +1019,16 @@ trait Handle {
 
 handle!(CtxH(ibv_context) {});
 handle!(PdH(ibv_pd) { ctx: usize });
-handle!(MrH(ibv_mr) { pd: usize, buf: usize, len: usize, iova: u64, lkey: u32, rkey: u32 });
+handle!(MrH(ibv_mr) {
+    pd: usize,
+    buf: usize,
+    /// Offset of the first byte in the buffer's interior.
+    off: usize,
+    len: usize,
+    iova: u64,
+    lkey: u32,
+    rkey: u32,
+});
 handle!(ChH(ibv_comp_channel) { ctx: usize });
 handle!(CqH(ibv_cq) {
     ctx: usize,
@@ -899,6 +1050,8 @@ handle!(QpH(ibv_qp) {
     sig_all: bool,
     cap: ibv_qp_cap,
     qkey: u32,
+    /// Created with send ops: has the `ibv_wr_*` API.
+    ex: bool,
 });
 handle!(SrqH(ibv_srq) { pd: usize });
 handle!(AhH(ibv_ah) { pd: usize });
@@ -1164,6 +1317,13 @@ impl H {
                         i - GUARD
                     );
                 }
+                if !b.addressed[i - GUARD] {
+                    fail!(
+                        self,
+                        "write to buffer {k} offset {} that no accepted WR addressed",
+                        i - GUARD
+                    );
+                }
             }
         }
     }
@@ -1212,6 +1372,8 @@ impl H {
                 rsge,
                 inline,
                 sig_all,
+                ex,
+                ops,
             } => self.create_qp(
                 pd,
                 scq,
@@ -1221,6 +1383,7 @@ impl H {
                 [swr, rwr, ssge, rsge],
                 inline,
                 sig_all,
+                (ex, ops),
             ),
             op @ Op::ModifyQp { .. } => self.modify_op(&op),
             Op::Connect {
@@ -1255,6 +1418,7 @@ impl H {
             Op::CreateAh { pd, spec, null } => self.create_ah(pd, &spec, null),
             Op::DestroyAh { ah } => self.destroy_ah(ah),
             Op::PostSend { qp, wrs, bad_null } => self.post_send(qp, &wrs.0, bad_null),
+            Op::PostWr { qp, wrs, mode } => self.post_wr(qp, &wrs.0, mode),
             Op::PostRecv { qp, wrs, bad_null } => self.post_recv(qp, None, &wrs.0, bad_null),
             Op::PostSrqRecv { srq, wrs, bad_null } => {
                 self.post_recv(srq, Some(()), &wrs.0, bad_null)
@@ -1441,6 +1605,7 @@ impl H {
             alive: true,
             pd: i,
             buf: b,
+            off: addr.saturating_sub(self.bufs[b].interior()),
             len,
             iova,
             lkey,
@@ -1900,6 +2065,7 @@ impl H {
         caps: [u8; 4],
         inline: u16,
         sig_all: bool,
+        (ex, ops): (u8, u16),
     ) {
         if live_count(&self.qps) >= 12 {
             return;
@@ -1971,8 +2137,54 @@ impl H {
             qp_type: t,
             sq_sig_all: sig_all as c_int,
         };
+        let pdp = ptr_of(&self.pds, ppd) as *mut ibv_pd;
         c::set_errno(0);
-        let p = c::create_qp(ptr_of(&self.pds, ppd) as *mut _, Some(&mut ia));
+        let via_op = ex % 8 >= 5;
+        let send_ops = match ex % 8 {
+            6 => Some(WR_OPS),
+            7 => Some(ops as u64),
+            _ => None,
+        };
+        let p = if via_op {
+            // the inline ibv_create_qp_ex: any live context's op (it reads the PD's)
+            let ctx = match ppd {
+                Pick::Live(k) => self.ctxs[self.pds[k].ctx].p,
+                _ => match self.ctxs.iter().find(|x| x.alive) {
+                    Some(x) => x.p,
+                    None => return,
+                },
+            };
+            let mut iax = c::zeroed_init_attr_ex();
+            iax.qp_context = ia.qp_context;
+            iax.send_cq = ia.send_cq;
+            iax.recv_cq = ia.recv_cq;
+            iax.srq = ia.srq;
+            iax.cap = ia.cap;
+            iax.qp_type = t;
+            iax.sq_sig_all = ia.sq_sig_all;
+            iax.pd = pdp;
+            iax.comp_mask = IBV_QP_INIT_ATTR_PD
+                | if send_ops.is_some() {
+                    IBV_QP_INIT_ATTR_SEND_OPS_FLAGS
+                } else {
+                    IBV_QP_INIT_ATTR_CREATE_FLAGS
+                };
+            iax.send_ops_flags = send_ops.unwrap_or(0);
+            let p = c::create_qp_ex(ctx, &mut iax);
+            ia.cap = iax.cap;
+            p
+        } else {
+            c::create_qp(pdp, Some(&mut ia))
+        };
+        if send_ops.is_some_and(|o| o & !WR_OPS != 0) {
+            self.want_ptr(
+                "ibv_create_qp_ex(unsupported send ops)",
+                p,
+                Some(false),
+                &[libc::EOPNOTSUPP],
+            );
+            return;
+        }
         let refs_ok = matches!(ppd, Pick::Live(_))
             && matches!(ps, Pick::Live(_))
             && matches!(pr, Pick::Live(_))
@@ -2054,7 +2266,17 @@ impl H {
             sig_all,
             cap: got,
             qkey: 0,
+            ex: send_ops.is_some(),
         });
+        let qpx = c::qp_to_qp_ex(p);
+        if (qpx as usize == p as usize) != send_ops.is_some()
+            || (send_ops.is_none() && !qpx.is_null())
+        {
+            fail!(
+                self,
+                "ibv_qp_to_qp_ex gave {qpx:?} for a QP with send ops {send_ops:?}"
+            );
+        }
     }
 
     fn ah_attr(&self, s: &AhSpec) -> (ibv_ah_attr, bool) {
@@ -2126,7 +2348,11 @@ impl H {
             let quirk = to == IBV_QPS_ERR
                 && now == IBV_QPS_RESET
                 && matches!(before, IBV_QPS_RESET | IBV_QPS_ERR);
-            if now != to && !quirk {
+            // moving to RTS (or SQD) sends what was posted before; a WR that fails there moves
+            // the QP to ERR (UC/UD: SQE) before the verb returns
+            let failed_at_once =
+                matches!(to, IBV_QPS_RTS | IBV_QPS_SQD) && matches!(now, IBV_QPS_ERR | IBV_QPS_SQE);
+            if now != to && !quirk && !failed_at_once {
                 fail!(
                     self,
                     "ibv_query_qp says state {now} right after a modify to {to}"
@@ -2691,6 +2917,48 @@ impl H {
         }
     }
 
+    /// Marks `[addr, addr + len)` of every MR (live or not) whose key is `key` as addressed.
+    fn mark(&mut self, key: u32, remote: bool, addr: u64, len: u64) {
+        for k in 0..self.mrs.len() {
+            let m = &self.mrs[k];
+            if (if remote { m.rkey } else { m.lkey }) != key || addr < m.iova {
+                continue;
+            }
+            let o = addr - m.iova;
+            if o >= m.len as u64 {
+                continue;
+            }
+            let n = len.min(m.len as u64 - o) as usize;
+            let start = m.off + o as usize;
+            let b = m.buf;
+            self.bufs[b].addressed[start..start + n].fill(true);
+        }
+    }
+
+    /// Marks what an accepted send WR may write: local SGEs of READ / atomics, the remote
+    /// range of WRITE / atomics.
+    fn mark_send(&mut self, w: &ibv_send_wr, sges: &[ibv_sge], len: u64) {
+        let atomic = matches!(
+            w.opcode,
+            IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
+        );
+        if w.opcode == IBV_WR_RDMA_READ || atomic {
+            for g in sges {
+                self.mark(g.lkey, false, g.addr, g.length as u64);
+            }
+        }
+        let (raddr, rkey) = if atomic {
+            c::union_atomic(w)
+        } else {
+            c::union_rdma(w)
+        };
+        match w.opcode {
+            IBV_WR_RDMA_WRITE | IBV_WR_RDMA_WRITE_WITH_IMM => self.mark(rkey, true, raddr, len),
+            _ if atomic => self.mark(rkey, true, raddr, 8),
+            _ => {}
+        }
+    }
+
     fn new_wr_id(&mut self) -> u64 {
         self.next_wr += 1;
         self.next_wr
@@ -2829,11 +3097,12 @@ impl H {
             i,
         );
         let sig_all = self.qps[i].sig_all;
-        for (k, (id, opcode, signaled, _len)) in meta.into_iter().enumerate() {
+        for (k, (id, opcode, signaled, len)) in meta.into_iter().enumerate() {
             let sure = k < posted.0;
             if !sure && k >= posted.1 {
                 break;
             }
+            self.mark_send(&list[k], &arrays[k], len);
             let signaled = signaled || sig_all;
             self.stats.posted += sure as usize;
             self.wrs.insert(
@@ -2852,6 +3121,213 @@ impl H {
             );
         }
         drop(arrays);
+    }
+
+    /// Maps an opcode byte as [`SendSpec`] documents it.
+    fn opcode_of(b: u8) -> u32 {
+        if b < 0xE0 {
+            [
+                IBV_WR_SEND,
+                IBV_WR_SEND_WITH_IMM,
+                IBV_WR_RDMA_WRITE,
+                IBV_WR_RDMA_WRITE_WITH_IMM,
+                IBV_WR_RDMA_READ,
+                IBV_WR_ATOMIC_CMP_AND_SWP,
+                IBV_WR_ATOMIC_FETCH_AND_ADD,
+                IBV_WR_SEND_WITH_INV,
+                IBV_WR_SEND,
+            ][b as usize % 9]
+        } else {
+            (b - 0xE0) as u32
+        }
+    }
+
+    /// The `ibv_wr_*` API: all of a batch is posted by `ibv_wr_complete` or none of it
+    /// (man ibv_wr_post: "the entire posting will be aborted").
+    fn post_wr(&mut self, r: Ref, specs: &[SendSpec], mode: u8) {
+        use c::WrCall as W;
+        let Some(pk) = self.pick(&self.qps, r) else {
+            return;
+        };
+        let qp = ptr_of(&self.qps, pk) as *mut ibv_qp;
+        let qpx = c::qp_to_qp_ex(qp);
+        let i = match pk {
+            Pick::Live(i) if self.qps[i].ex => i,
+            _ => {
+                if !qpx.is_null() {
+                    fail!(
+                        self,
+                        "ibv_qp_to_qp_ex of a QP without send ops (or not live) is {qpx:?}"
+                    );
+                }
+                return;
+            }
+        };
+        if qpx as usize != qp as usize {
+            fail!(self, "ibv_qp_to_qp_ex is not the QP");
+        }
+        let is_ud = self.qps[i].qpt == IBV_QPT_UD;
+        c::wr(qpx, None, W::Start);
+        if mode & 2 != 0 {
+            c::wr(qpx, None, W::Sge(0, 0, 0));
+        }
+        let mut batch = Vec::new();
+        for s in specs {
+            let id = self.new_wr_id();
+            let opcode = Self::opcode_of(s.opcode);
+            let flags = s.flags as u32;
+            let atomic = matches!(
+                opcode,
+                IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
+            );
+            let (ra, rk) = self.remote(&s.remote, atomic);
+            let value = if s.imm & 1 == 0 {
+                self.bufs[0].interior() as *const c_void
+            } else {
+                core::ptr::null()
+            };
+            let build = match opcode {
+                IBV_WR_SEND_WITH_IMM => W::SendImm(s.imm),
+                IBV_WR_SEND_WITH_INV => W::SendInv(s.imm),
+                IBV_WR_RDMA_WRITE => W::Write(rk, ra),
+                IBV_WR_RDMA_WRITE_WITH_IMM => W::WriteImm(rk, ra, s.imm),
+                IBV_WR_RDMA_READ => W::Read(rk, ra),
+                IBV_WR_ATOMIC_CMP_AND_SWP => W::Cas(rk, ra, s.compare_add, s.swap),
+                IBV_WR_ATOMIC_FETCH_AND_ADD => W::Faa(rk, ra, s.compare_add),
+                IBV_WR_LOCAL_INV => W::LocalInv(s.imm),
+                IBV_WR_ATOMIC_WRITE => W::AtomicWrite(rk, ra, value),
+                _ => W::Send,
+            };
+            let opcode = match build {
+                W::Send => IBV_WR_SEND,
+                _ => opcode,
+            };
+            c::wr(qpx, Some((id, flags)), build);
+            if is_ud {
+                let ah = match self.pick(&self.ahs, s.ah) {
+                    Some(p) => ptr_of(&self.ahs, p) as *mut ibv_ah,
+                    None => null_mut(),
+                };
+                let qkey = if s.qkey == 0 { QKEY } else { s.qkey };
+                c::wr(qpx, None, W::UdAddr(ah, self.dest_qpn(s.dest), qkey));
+            }
+            let inline = flags & IBV_SEND_INLINE != 0;
+            let (arr, n, null) = self.sg_list(&s.sges.0, s.sge_mode, inline);
+            let mut len: u64 = arr.iter().map(|g| g.length as u64).sum();
+            if mode & 8 == 0 {
+                if inline {
+                    if mode & 4 != 0 {
+                        let (a, l) = arr.first().map_or((0, 0), |g| (g.addr, g.length));
+                        len = l as u64;
+                        c::wr(qpx, None, W::Inline(a as *mut c_void, l as usize));
+                    } else {
+                        let bufs: Vec<ibv_data_buf> = arr
+                            .iter()
+                            .map(|g| ibv_data_buf {
+                                addr: g.addr as *mut c_void,
+                                length: g.length as usize,
+                            })
+                            .collect();
+                        let p = if null {
+                            core::ptr::null()
+                        } else {
+                            bufs.as_ptr()
+                        };
+                        c::wr(qpx, None, W::InlineList(n.max(0) as usize, p));
+                    }
+                } else if mode & 4 != 0 && !arr.is_empty() {
+                    len = arr[0].length as u64;
+                    c::wr(qpx, None, W::Sge(arr[0].lkey, arr[0].addr, arr[0].length));
+                } else {
+                    let p = if null {
+                        core::ptr::null()
+                    } else {
+                        arr.as_ptr()
+                    };
+                    c::wr(qpx, None, W::SgeList(n.max(0) as usize, p));
+                }
+            }
+            batch.push((id, opcode, flags, arr, len, ra, rk));
+        }
+        if mode & 1 != 0 {
+            c::wr(qpx, None, W::Abort);
+            return;
+        }
+        let rc = c::wr(qpx, None, W::Complete);
+        self.want("ibv_wr_complete", rc, &[0, libc::EINVAL, libc::ENOMEM]);
+        // EINVAL: none of the batch is posted. ENOMEM (the SQ filled up): the engine cannot
+        // post a batch atomically yet, so a prefix may have been posted (fuzz/README.md).
+        let sure = rc == 0;
+        if rc == libc::EINVAL {
+            return;
+        }
+        if sure && mode & 2 != 0 {
+            fail!(
+                self,
+                "ibv_wr_complete succeeded after a setter without a work request"
+            );
+        }
+        if sure && self.qps[i].state == IBV_QPS_RESET && !specs.is_empty() {
+            fail!(self, "ibv_wr_complete succeeded on a QP in RESET");
+        }
+        let sig_all = self.qps[i].sig_all;
+        for (id, opcode, flags, arr, len, ra, rk) in batch {
+            let mut w = ibv_send_wr {
+                wr_id: id,
+                next: null_mut(),
+                sg_list: null_mut(),
+                num_sge: 0,
+                opcode,
+                send_flags: flags,
+                imm_data: 0,
+                wr: ibv_send_wr_wr {
+                    rdma: ibv_send_wr_rdma {
+                        remote_addr: ra,
+                        rkey: rk,
+                    },
+                },
+                qp_type: ibv_send_wr_qp_type {
+                    xrc: ibv_send_wr_xrc { remote_srqn: 0 },
+                },
+                ext: ibv_send_wr_ext {
+                    tso: ibv_send_wr_tso {
+                        hdr: null_mut(),
+                        hdr_sz: 0,
+                        mss: 0,
+                    },
+                },
+            };
+            if matches!(
+                opcode,
+                IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD
+            ) {
+                w.wr = ibv_send_wr_wr {
+                    atomic: ibv_send_wr_atomic {
+                        remote_addr: ra,
+                        compare_add: 0,
+                        swap: 0,
+                        rkey: rk,
+                    },
+                };
+            }
+            self.mark_send(&w, &arr, len);
+            let signaled = flags & IBV_SEND_SIGNALED != 0 || sig_all;
+            self.stats.posted += sure as usize;
+            self.wrs.insert(
+                id,
+                Wr {
+                    qp: i,
+                    kind: Kind::Send,
+                    must: sure && signaled,
+                    signaled,
+                    opcode,
+                    len: 0,
+                    seen: 0,
+                    live: true,
+                    cleared: Vec::new(),
+                },
+            );
+        }
     }
 
     /// Checks a post's result; returns (WRs surely posted, WRs maybe posted).
@@ -2976,6 +3452,9 @@ impl H {
             let sure = k < posted.0;
             if !sure && k >= posted.1 {
                 break;
+            }
+            for g in &arrays[k] {
+                self.mark(g.lkey, false, g.addr, g.length as u64);
             }
             self.stats.posted += sure as usize;
             let (qp, kind, must) = if srq.is_some() {
