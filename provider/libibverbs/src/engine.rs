@@ -9,8 +9,9 @@
 //!   (`config.rs`), everything else (`ROCE_PCAP`, `ROCE_LOSS`, `ROCE_LOG`, …) from
 //!   [`roce_provider::runtime::Config::from_env`].
 //! * Completion channels: the runtime's comp handler of a CQ calls its [`CqNotifier`].
-//!   Async events: QP/CQ/SRQ events go to the context's [`AsyncEventSink`] with the cookies
-//!   the C layer gave at creation.
+//!   Async events: QP/CQ/SRQ events go to the [`AsyncEventSink`] of the context that created
+//!   the object, with the cookie the C layer gave at creation (the runtime device has one
+//!   async handler, which forwards to every context on it).
 
 #![forbid(unsafe_code)]
 
@@ -26,16 +27,60 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 /// The backend of the process.
 pub struct Engine;
 
-/// Runtime devices of this process by address (shared by all contexts on that address).
-static DEVICES: Mutex<Vec<(IpAddr, Weak<Device>)>> = Mutex::new(Vec::new());
+/// The contexts using one runtime device, for its async events: each event goes to the
+/// context whose cookies name the object (one device has one async handler, and every context
+/// on it has objects of its own).
+#[derive(Default)]
+struct Listeners(Mutex<Vec<(Weak<Mutex<Cookies>>, AsyncEventSink)>>);
 
-fn open_shared(cfg: &DeviceConfig) -> Result<Arc<Device>, Errno> {
+impl Listeners {
+    fn add(&self, cookies: &Arc<Mutex<Cookies>>, sink: AsyncEventSink) {
+        let mut g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        g.retain(|(c, _)| c.strong_count() > 0);
+        g.push((Arc::downgrade(cookies), sink));
+    }
+
+    /// Runs in the runtime's async handler (engine lock held; never calls back into it).
+    fn dispatch(&self, ev: emu::AsyncEvent) {
+        let g = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        for (cookies, sink) in g.iter() {
+            let Some(cookies) = cookies.upgrade() else {
+                continue;
+            };
+            let c = cookies.lock().unwrap_or_else(|e| e.into_inner());
+            match ev {
+                emu::AsyncEvent::Qp { qpn, event } => {
+                    if let Some(&k) = c.qps.get(&qpn) {
+                        sink.post(AsyncElement::Qp(k), event as u32);
+                    }
+                }
+                emu::AsyncEvent::CqErr(cq) => {
+                    if let Some(&k) = c.cqs.get(&cq.0) {
+                        sink.post(AsyncElement::Cq(k), IBV_EVENT_CQ_ERR);
+                    }
+                }
+                emu::AsyncEvent::SrqLimitReached(s) => {
+                    if let Some(&k) = c.srqs.get(&s.0) {
+                        sink.post(AsyncElement::Srq(k), IBV_EVENT_SRQ_LIMIT_REACHED);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runtime devices of this process by address (shared by all contexts on that address), with
+/// the contexts listening to their async events.
+#[allow(clippy::type_complexity)]
+static DEVICES: Mutex<Vec<(IpAddr, Weak<Device>, Arc<Listeners>)>> = Mutex::new(Vec::new());
+
+fn open_shared(cfg: &DeviceConfig) -> Result<(Arc<Device>, Arc<Listeners>), Errno> {
     let mut g = DEVICES.lock().unwrap_or_else(|e| e.into_inner());
-    g.retain(|(_, w)| w.strong_count() > 0);
+    g.retain(|(_, w, _)| w.strong_count() > 0);
     if let Some(d) = g
         .iter()
-        .find(|(ip, _)| *ip == cfg.ip)
-        .and_then(|(_, w)| w.upgrade())
+        .find(|(ip, ..)| *ip == cfg.ip)
+        .and_then(|(_, w, l)| Some((w.upgrade()?, l.clone())))
     {
         return Ok(d);
     }
@@ -46,8 +91,11 @@ fn open_shared(cfg: &DeviceConfig) -> Result<Arc<Device>, Errno> {
     match Device::open(rc) {
         Ok(d) => {
             let d = Arc::new(d);
-            g.push((cfg.ip, Arc::downgrade(&d)));
-            Ok(d)
+            let l = Arc::new(Listeners::default());
+            let to = l.clone();
+            d.set_async_handler(Some(Arc::new(move |ev| to.dispatch(ev))));
+            g.push((cfg.ip, Arc::downgrade(&d), l.clone()));
+            Ok((d, l))
         }
         Err(e) => {
             crate::log::warn(&format!("{e}"));
@@ -265,29 +313,8 @@ impl EngineContext {
     fn dev(&self) -> Result<&Arc<Device>, Errno> {
         self.dev
             .get_or_init(|| {
-                let d = open_shared(&self.cfg)?;
-                let sink = self.events.clone();
-                let cookies = self.cookies.clone();
-                d.set_async_handler(Some(Arc::new(move |ev| {
-                    let c = cookies.lock().unwrap_or_else(|e| e.into_inner());
-                    match ev {
-                        emu::AsyncEvent::Qp { qpn, event } => {
-                            if let Some(&k) = c.qps.get(&qpn) {
-                                sink.post(AsyncElement::Qp(k), event as u32);
-                            }
-                        }
-                        emu::AsyncEvent::CqErr(cq) => {
-                            if let Some(&k) = c.cqs.get(&cq.0) {
-                                sink.post(AsyncElement::Cq(k), IBV_EVENT_CQ_ERR);
-                            }
-                        }
-                        emu::AsyncEvent::SrqLimitReached(s) => {
-                            if let Some(&k) = c.srqs.get(&s.0) {
-                                sink.post(AsyncElement::Srq(k), IBV_EVENT_SRQ_LIMIT_REACHED);
-                            }
-                        }
-                    }
-                })));
+                let (d, listeners) = open_shared(&self.cfg)?;
+                listeners.add(&self.cookies, self.events.clone());
                 Ok(d)
             })
             .as_ref()
