@@ -1052,6 +1052,8 @@ handle!(QpH(ibv_qp) {
     qkey: u32,
     /// Created with send ops: has the `ibv_wr_*` API.
     ex: bool,
+    /// `IBV_EVENT_QP_LAST_WQE_REACHED` events read for it.
+    last_wqe: u32,
 });
 handle!(SrqH(ibv_srq) { pd: usize });
 handle!(AhH(ibv_ah) { pd: usize });
@@ -1090,6 +1092,8 @@ struct Wr {
 }
 
 const WC_STATUS_MAX: u32 = 21;
+/// `IBV_EVENT_QP_LAST_WQE_REACHED`.
+const IBV_EVENT_QP_LAST_WQE_REACHED: u32 = 16;
 
 fn is_v4_mapped(g: &[u8; 16]) -> bool {
     g[..10].iter().all(|&b| b == 0) && g[10] == 0xff && g[11] == 0xff
@@ -2267,6 +2271,7 @@ impl H {
             cap: got,
             qkey: 0,
             ex: send_ops.is_some(),
+            last_wqe: 0,
         });
         let qpx = c::qp_to_qp_ex(p);
         if (qpx as usize == p as usize) != send_ops.is_some()
@@ -3515,6 +3520,13 @@ impl H {
                 8..=13 | 17..=20 => Some(i),
                 _ => fail!(self, "async event of unknown type {t}"),
             };
+            if t == IBV_EVENT_QP_LAST_WQE_REACHED {
+                if let Some(k) =
+                    (0..self.qps.len()).find(|&k| self.qps[k].alive && self.qps[k].p as usize == el)
+                {
+                    self.qps[k].last_wqe += 1;
+                }
+            }
             if owner != Some(i) {
                 fail!(
                     self,
@@ -3574,10 +3586,30 @@ impl H {
                         || q.srq.is_some_and(|s| srqs[s]))
             })
             .collect();
+        // A QP on an SRQ that leaves a working state for ERR raises LAST_WQE_REACHED on its
+        // context (any state but RESET was reached from one).
+        let mut last_wqe = Vec::new();
         for &k in &qps {
+            if self.qps[k].srq.is_some() && self.query_state(k) != IBV_QPS_RESET {
+                last_wqe.push(k);
+            }
             self.to_err(k);
         }
         self.drain_all();
+        for c in 0..self.ctxs.len() {
+            if self.ctxs[c].alive {
+                self.drain_async(c);
+            }
+        }
+        for k in last_wqe {
+            if self.qps[k].last_wqe == 0 {
+                fail!(
+                    self,
+                    "QP {k} (context {}) on an SRQ went to ERR without IBV_EVENT_QP_LAST_WQE_REACHED",
+                    self.qp_ctx(k)
+                );
+            }
+        }
         for &k in &qps {
             self.verify_qp(k);
             self.destroy_qp(k, false);

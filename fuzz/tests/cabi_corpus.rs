@@ -1103,6 +1103,45 @@ fn scripts() -> Vec<(&'static str, Vec<Op>)> {
     s.push(Op::DestroyAh { ah: L0 });
     v.push(("regress-wr-complete-partial", s));
 
+    // regression: the second context to use the engine took over its async events, so those
+    // of the first context's objects were lost (here LAST_WQE_REACHED of a QP on an SRQ)
+    let s = vec![
+        pd(),
+        mr(0, 0),
+        mr(1, 0),
+        cq(63),
+        cq(63),
+        Op::CreateSrq {
+            pd: L0,
+            max_wr: 16,
+            max_sge: 2,
+            limit: 0,
+            null: 0,
+        },
+        qp(0, L0, L1, Ref(0), false),
+        qp(0, L0, L1, Ref(0x80), false),
+        Op::OpenCtx { mode: 0 },
+        Op::AllocPd { ctx: L1 },
+        connect(L0, L1),
+        Op::PostSrqRecv {
+            srq: L0,
+            wrs: List(vec![RecvSpec {
+                sges: List(vec![sge(1, 0, 512)]),
+                sge_mode: 0,
+            }]),
+            bad_null: false,
+        },
+        post(
+            L0,
+            vec![send(0, SIGNALED, vec![sge(0, 0, 100)], Remote::default())],
+        ),
+        pump(),
+        modify_state(L1, 6),
+        Op::AsyncEvents { ctx: L0 },
+        Op::CloseCtx { ctx: L1 },
+    ];
+    v.push(("regress-async-two-contexts", s));
+
     // arbitrary attribute masks and values on one QP
     let mut s = pair(0);
     for (tmpl, mask, state) in [
