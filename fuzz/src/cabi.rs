@@ -286,8 +286,10 @@ macro_rules! ops {
 }
 
 ops! {
-    /// `mode % 4`: 0–1 `ibv_open_device` (at most three contexts), 2 NULL, 3 a pointer that is
-    /// not a device (both `ENODEV`). A context is open from the start.
+    /// `mode % 8`: 0, 1, 6, 7 `ibv_open_device` (at most three contexts), 2 NULL, 3 a pointer
+    /// that is not a device (both `ENODEV`), 4 `ibv_get_device_list(NULL)` then
+    /// `ibv_free_device_list`, 5 the same list freed twice (the second is refused). A context
+    /// is open from the start.
     OpenCtx { mode: u8 },
     /// Destroys everything that belongs to the context (or uses something that does) in a
     /// valid order, then `ibv_close_device`.
@@ -530,6 +532,17 @@ mod c {
     pub fn device_list(num: &mut c_int) -> *mut *mut ibv_device {
         // SAFETY: `num` is our out-pointer.
         unsafe { ibv_get_device_list(num) }
+    }
+    pub fn device_list_nullable(num: Option<&mut c_int>) -> *mut *mut ibv_device {
+        let n = num.map_or(null_mut(), |n| n as *mut _);
+        // SAFETY: `n` is our out-pointer or NULL (allowed: the count is optional).
+        unsafe { ibv_get_device_list(n) }
+    }
+    /// A second `ibv_free_device_list` of a list already freed.
+    pub fn free_device_list_again(list: *mut *mut ibv_device) {
+        // SAFETY: the library records live lists and refuses one it does not know (its
+        // registry of live objects), so the freed list is never touched.
+        unsafe { ibv_free_device_list(list) }
     }
     pub fn free_device_list(list: *mut *mut ibv_device) {
         // SAFETY: `list` came from `ibv_get_device_list` and is freed once.
@@ -1446,7 +1459,17 @@ impl H {
             return;
         }
         c::set_errno(0);
-        match mode % 4 {
+        match mode % 8 {
+            4 | 5 => {
+                let l = c::device_list_nullable(None);
+                if l.is_null() || c::peek(l, |d| *d) != self.dev {
+                    fail!(self, "ibv_get_device_list(NULL) gave {l:?}");
+                }
+                c::free_device_list(l);
+                if mode % 8 == 5 {
+                    c::free_device_list_again(l);
+                }
+            }
             2 => {
                 let p = c::open(null_mut());
                 self.want_ptr("ibv_open_device(NULL)", p, Some(false), &[libc::ENODEV]);

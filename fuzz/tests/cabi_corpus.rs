@@ -496,6 +496,8 @@ fn scripts() -> Vec<(&'static str, Vec<Op>)> {
     let s = vec![
         Op::OpenCtx { mode: 2 },
         Op::OpenCtx { mode: 3 },
+        Op::OpenCtx { mode: 4 },
+        Op::OpenCtx { mode: 5 },
         Op::AllocPd { ctx: NULL },
         Op::CreateChannel { ctx: NULL },
         Op::AsyncEvents { ctx: NULL },
