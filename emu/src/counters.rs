@@ -62,6 +62,9 @@ counters! {
     resp_queue_full,
     /// Completions lost to a full CQ.
     cq_overflow,
+    /// Local ACK timer expiries that started a retry (`completer_retry_err` counts these and
+    /// the PSN-sequence NAKs together, as rxe does).
+    retry_timeouts,
     /// Diagnostics (`crate::diag`), every occurrence: a SEND with no receive posted (RNR NAK).
     diag_rnr_no_recv,
     /// Inbound RDMA with an unknown rkey.

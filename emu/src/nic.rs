@@ -278,6 +278,12 @@ impl Nic {
             .map(|q| (q.state_bytes(), q.queue_bytes()))
     }
 
+    /// The requester's current limit on unacknowledged PSNs (RC): 128 as rxe, halved when a
+    /// retry starts, grown back on acknowledgements (emu README, deviations).
+    pub fn qp_unacked_limit(&self, qpn: u32) -> Option<u32> {
+        self.qps.get(qpn).map(|q| q.req.window)
+    }
+
     // ---------------------------------------------------------------- data path
 
     /// `ibv_post_send` (one WR; the caller walks `next`). With `SendFlags::INLINE`, the data is

@@ -21,9 +21,22 @@ enum CompSt {
     CompWqe,
     UpdateComp,
     ErrorRetry,
+    /// A PSN-sequence NAK that acknowledged PSNs the completer had not seen acknowledged.
+    NakRetry,
     RnrRetry,
     Error,
     Done,
+}
+
+/// What sent the completer to `COMPST_ERROR_RETRY`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Trigger {
+    /// A PSN-sequence NAK at or below `comp.psn`.
+    Nak,
+    /// A PSN-sequence NAK beyond `comp.psn` (it acknowledged new PSNs).
+    NakProgress,
+    /// The local ACK timer.
+    Timeout,
 }
 
 impl Qp {
@@ -128,7 +141,8 @@ impl Qp {
                     }
                     CompSt::Done
                 }
-                CompSt::ErrorRetry => self.error_retry(ctx, false),
+                CompSt::ErrorRetry => self.error_retry(ctx, Trigger::Nak),
+                CompSt::NakRetry => self.error_retry(ctx, Trigger::NakProgress),
                 CompSt::RnrRetry => {
                     let code = match syn {
                         Some(Syndrome::RnrNak { timer }) => timer,
@@ -162,6 +176,12 @@ impl Qp {
             };
         }
         if self.comp.psn != comp_psn_before || self.sq.head != head_before {
+            if !self.req.need_retry {
+                let acked = self.comp.psn.diff(comp_psn_before);
+                if acked > 0 {
+                    self.req.window_grow(acked as u32);
+                }
+            }
             self.rearm(now);
         }
         self.check_sq_drained(ctx);
@@ -284,6 +304,7 @@ impl Qp {
                             if psn.diff(self.comp.psn) > 0 {
                                 ctx.ctr.rcvd_seq_err += 1;
                                 self.comp.psn = psn;
+                                return CompSt::NakRetry;
                             }
                             return CompSt::ErrorRetry;
                         }
@@ -356,11 +377,15 @@ impl Qp {
     }
 
     /// rxe `COMPST_ERROR_RETRY`.
-    fn error_retry(&mut self, ctx: &mut Ctx<'_>, timeout: bool) -> CompSt {
+    fn error_retry(&mut self, ctx: &mut Ctx<'_>, why: Trigger) -> CompSt {
         if self.sq.head == self.sq.tail || self.sq.get(self.sq.head).state == WqeState::Posted {
             return CompSt::Done;
         }
-        if self.comp.started_retry && !timeout {
+        // rxe starts no second retry before a positive response ends the first, except on a
+        // timeout. Deviation: a PSN-sequence NAK that acknowledges new PSNs reports a new gap
+        // (the responder NAKs once per gap, and this one lies in what the retry resent), so it
+        // starts a retry from there too; rxe ignores it and waits for the local ACK timer.
+        if self.comp.started_retry && why == Trigger::Nak {
             return CompSt::Done;
         }
         if self.comp.retry_cnt > 0 {
@@ -369,8 +394,13 @@ impl Qp {
             }
             if self.req.psn.diff(self.comp.psn) > 0 {
                 ctx.ctr.completer_retry_err += 1;
+                if why == Trigger::Timeout {
+                    ctx.ctr.retry_timeouts += 1;
+                }
                 self.req.need_retry = true;
+                self.req.dup_next_retry = why != Trigger::Timeout;
                 self.comp.started_retry = true;
+                self.req.window_cut();
             }
             CompSt::Done
         } else {
@@ -391,7 +421,7 @@ impl Qp {
         if self.comp.retrans_deadline.is_some_and(|d| d <= now) {
             self.comp.retrans_deadline = None;
             if self.qp_type == QpType::Rc && matches!(self.state, QpState::Rts | QpState::Sqd) {
-                if self.error_retry(ctx, true) == CompSt::Error {
+                if self.error_retry(ctx, Trigger::Timeout) == CompSt::Error {
                     let h = self.sq.head;
                     self.complete_head(ctx);
                     let _ = h;

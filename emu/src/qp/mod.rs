@@ -24,6 +24,9 @@ use std::net::IpAddr;
 pub(crate) const MAX_UNACKED_PSNS: u32 = 128;
 /// RXE_MAX_PKT_PER_ACK.
 pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
+/// Smallest limit on unacknowledged PSNs the requester's loss response goes down to
+/// ([`ReqState::window`]).
+pub(crate) const MIN_UNACKED_PSNS: u32 = 32;
 /// Depth of the per-QP responder output queue (ACK/NAK, read and atomic responses).
 pub(crate) const RESP_JOBS: usize = 64;
 
@@ -56,7 +59,7 @@ impl Path {
 }
 
 /// Requester variables (rxe `qp->req`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct ReqState {
     pub psn: Psn,
     pub noack_pkts: u32,
@@ -67,6 +70,58 @@ pub(crate) struct ReqState {
     /// One past the highest PSN ever transmitted (`psn` rewinds on retry; this does not).
     /// Responses at or beyond it answer nothing we sent and are ignored.
     pub psn_hi: Psn,
+    /// Limit on unacknowledged PSNs (RC). rxe always uses [`MAX_UNACKED_PSNS`]; we halve it
+    /// when a retry starts (PSN-sequence NAK or local ACK timeout), down to
+    /// [`MIN_UNACKED_PSNS`], and grow it back by one per `window` PSNs acknowledged, so that
+    /// go-back-N after a loss resends a smaller window (a deliberate deviation, emu README).
+    pub window: u32,
+    /// PSNs acknowledged since the window last grew.
+    pub window_acked: u32,
+    /// The pending retry answers a PSN-sequence NAK (not the local ACK timer, not an RNR
+    /// NAK): its first packet goes out twice (see [`ReqState::dup_head`]).
+    pub dup_next_retry: bool,
+    /// The first packet of the retry in progress, to be sent a second time right after the
+    /// first copy when it is a SEND/WRITE packet: the responder NAKs a gap only once, so a
+    /// lost retransmission would otherwise leave it silent until the local ACK timer fires;
+    /// a copy that arrives as a duplicate costs one packet and one re-ACK.
+    pub dup_head: Option<Psn>,
+}
+
+impl Default for ReqState {
+    fn default() -> Self {
+        ReqState {
+            psn: Psn::default(),
+            noack_pkts: 0,
+            rd_atomic: 0,
+            need_retry: false,
+            wait_rnr: false,
+            psn_hi: Psn::default(),
+            window: MAX_UNACKED_PSNS,
+            window_acked: 0,
+            dup_next_retry: false,
+            dup_head: None,
+        }
+    }
+}
+
+impl ReqState {
+    /// A retry starts: halve the window (not below [`MIN_UNACKED_PSNS`]).
+    pub(crate) fn window_cut(&mut self) {
+        self.window = (self.window / 2).max(MIN_UNACKED_PSNS);
+        self.window_acked = 0;
+    }
+
+    /// `n` more PSNs were acknowledged: grow by one per window's worth, up to rxe's limit.
+    pub(crate) fn window_grow(&mut self, n: u32) {
+        if self.window >= MAX_UNACKED_PSNS {
+            return;
+        }
+        self.window_acked += n;
+        while self.window_acked >= self.window && self.window < MAX_UNACKED_PSNS {
+            self.window_acked -= self.window;
+            self.window += 1;
+        }
+    }
 }
 
 /// Completer variables (rxe `qp->comp`).
@@ -641,7 +696,10 @@ impl Qp {
     /// for the requester. Lets `poll_transmit` drop an idle QP from the ready queue cheaply.
     #[inline]
     pub fn may_transmit(&self) -> bool {
-        !self.resp.jobs.is_empty() || self.req.need_retry || self.sq.req != self.sq.tail
+        !self.resp.jobs.is_empty()
+            || self.req.need_retry
+            || self.req.dup_head.is_some()
+            || self.sq.req != self.sq.tail
     }
 
     /// Earliest armed timer.

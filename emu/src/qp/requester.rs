@@ -138,9 +138,17 @@ impl Qp {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.req.wait_rnr {
             return None;
         }
+        let mut dup = false;
         if self.req.need_retry {
             self.req_retry();
             self.req.need_retry = false;
+            dup = std::mem::take(&mut self.req.dup_next_retry);
+            self.req.dup_head = None;
+        } else if let Some(p) = self.req.dup_head.take() {
+            // The second copy of a retry's first packet, if nothing moved since the first.
+            if self.comp.psn == p && self.req.psn == p + 1 {
+                self.req_retry();
+            }
         }
         loop {
             if self.sq.req == self.sq.tail {
@@ -167,7 +175,7 @@ impl Qp {
                 self.req.rd_atomic -= 1;
                 self.sq.get_mut(i).has_rd_atomic = true;
             }
-            if self.qp_type == QpType::Rc && self.req.psn.diff(self.comp.psn + MAX_UNACKED_PSNS) > 0
+            if self.qp_type == QpType::Rc && self.req.psn.diff(self.comp.psn + self.req.window) > 0
             {
                 return None;
             }
@@ -179,7 +187,13 @@ impl Qp {
                 self.complete_done(ctx);
                 continue;
             }
-            return self.build_request(ctx, now, i, mtu, buf);
+            let psn = self.req.psn;
+            let t = self.build_request(ctx, now, i, mtu, buf);
+            if dup && t.is_some() && psn == self.comp.psn && (opcode.is_send() || opcode.is_write())
+            {
+                self.req.dup_head = Some(psn);
+            }
+            return t;
         }
     }
 
@@ -217,7 +231,12 @@ impl Qp {
             } else {
                 let n = self.req.noack_pkts;
                 self.req.noack_pkts += 1;
-                b.ack_req = n > MAX_PKT_PER_ACK;
+                // rxe: every 65th packet without one. With a reduced window, also every
+                // quarter window, so that ACKs slide the window before the requester runs into
+                // its edge: the pipe stays full, and a loss is followed by packets that reveal
+                // it (NAK) instead of a silence only the local ACK timer ends.
+                let w = self.req.window;
+                b.ack_req = n > MAX_PKT_PER_ACK || (w < MAX_UNACKED_PSNS && n + 1 >= w / 4);
             }
             if b.ack_req {
                 self.req.noack_pkts = 0;
