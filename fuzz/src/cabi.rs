@@ -1317,8 +1317,8 @@ impl H {
             if now == &b.orig[..] {
                 continue;
             }
-            for i in 0..TOTAL {
-                if now[i] == b.orig[i] {
+            for (i, (n, o)) in now.iter().zip(&b.orig).enumerate() {
+                if n == o {
                     continue;
                 }
                 if !(GUARD..GUARD + BUF).contains(&i) {
@@ -2297,7 +2297,7 @@ impl H {
             last_wqe: 0,
         });
         let qpx = c::qp_to_qp_ex(p);
-        if (qpx as usize == p as usize) != send_ops.is_some()
+        if std::ptr::eq(qpx.cast::<ibv_qp>(), p) != send_ops.is_some()
             || (send_ops.is_none() && !qpx.is_null())
         {
             fail!(
@@ -2627,7 +2627,7 @@ impl H {
         }
     }
 
-    fn to_err(&mut self, i: usize) {
+    fn move_to_err(&mut self, i: usize) {
         let mut a = ibv_qp_attr {
             qp_state: IBV_QPS_ERR,
             ..Default::default()
@@ -2657,7 +2657,7 @@ impl H {
 
     fn destroy_qp(&mut self, i: usize, drain: bool) {
         if drain {
-            self.to_err(i);
+            self.move_to_err(i);
             self.drain_all();
             self.verify_qp(i);
         }
@@ -3191,7 +3191,7 @@ impl H {
                 return;
             }
         };
-        if qpx as usize != qp as usize {
+        if !std::ptr::eq(qpx.cast::<ibv_qp>(), qp) {
             fail!(self, "ibv_qp_to_qp_ex is not the QP");
         }
         let is_ud = self.qps[i].qpt == IBV_QPT_UD;
@@ -3390,7 +3390,8 @@ impl H {
         } else {
             core::mem::size_of::<ibv_recv_wr>()
         };
-        if n == 0 || bad < base || (bad - base) % size != 0 || (bad - base) / size >= n {
+        let off = bad.wrapping_sub(base);
+        if n == 0 || bad < base || off / size * size != off || off / size >= n {
             fail!(
                 self,
                 "{verb} failed ({rc}) with bad_wr {bad:#x} outside the list"
@@ -3588,7 +3589,7 @@ impl H {
     /// Destroys, in a valid order, every object of context `only` (all when `None`) and every
     /// object that uses one of them; QPs go to ERR and are drained and checked first.
     fn teardown(&mut self, only: Option<usize>) {
-        let mine = |c: usize| only.map_or(true, |o| o == c);
+        let mine = |c: usize| !matches!(only, Some(o) if o != c);
         let cqs: Vec<bool> = self
             .cqs
             .iter()
@@ -3616,7 +3617,7 @@ impl H {
             if self.qps[k].srq.is_some() && self.query_state(k) != IBV_QPS_RESET {
                 last_wqe.push(k);
             }
-            self.to_err(k);
+            self.move_to_err(k);
         }
         self.drain_all();
         for c in 0..self.ctxs.len() {
