@@ -351,5 +351,7 @@ fn goodput_with_one_percent_loss_in_the_simulated_pipe() {
         "sim goodput: lossless {:.3} s, 1% loss {:.3} s, ratio {ratio:.3}; rcvd_seq_err {} completer_retry_err {} retry_timeouts {}; responder out_of_seq {} duplicate {} of {} received; longest wait {} us after {} completions",
         r0.secs, r1.secs, c.rcvd_seq_err, c.completer_retry_err, c.retry_timeouts, b.out_of_seq_request, b.duplicate_request, b.rcvd_pkts, r1.longest_wait_ns / 1000, r1.longest_wait_after
     );
-    assert!(ratio >= 0.75, "{ratio}");
+    // 0.758 when written (rxe's behaviour, before deviations 12–14: 0.097); a margin for
+    // unrelated changes in ACK timing
+    assert!(ratio >= 0.70, "{ratio}");
 }

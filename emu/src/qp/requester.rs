@@ -1,7 +1,8 @@
 //! The requester (rxe `rxe_req.c`): turns send WQEs into request packets. Segmentation by MTU
 //! with FIRST/MIDDLE/LAST/ONLY (A.8), one PSN per packet and `ceil(len/MTU)` PSNs per READ,
-//! the AckReq cadence (A.9), the 128-PSN window, initiator-depth credits, fences, and the
-//! retry rewind to `comp.psn` (C.4).
+//! the AckReq cadence (A.9), the window (128 PSNs as rxe, adaptive under loss), initiator-depth
+//! credits, fences, and the retry rewind to `comp.psn` (C.4), whose first packet a NAK retry
+//! sends twice.
 use super::{Ctx, Path, Qp, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
 use crate::net::Transmit;
 use crate::queue::WqeState;
