@@ -249,7 +249,7 @@ fn second_gap_inside_a_retry_is_retried_at_once() {
     let c = *p.net.nics[p.a.idx].counters();
     assert_eq!((c.rcvd_seq_err, c.retry_timeouts), (2, 0));
     assert!(r.longest_wait_ns < T14_NS / 10, "{} ns", r.longest_wait_ns);
-    assert_eq!(p.nic_b().counters().out_of_seq_request > 0, true);
+    assert!(p.nic_b().counters().out_of_seq_request > 0);
 }
 
 /// Drops a seeded fraction of A's request packets (like the UDP runtime's fault injector:
