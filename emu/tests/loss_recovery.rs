@@ -355,3 +355,47 @@ fn goodput_with_one_percent_loss_in_the_simulated_pipe() {
     // unrelated changes in ACK timing
     assert!(ratio >= 0.70, "{ratio}");
 }
+
+#[test]
+fn a_retried_send_that_takes_a_receive_is_sent_once_so_rnr_costs_one_retry() {
+    // Two one-packet SENDs, the first lost once, no receive posted at B yet. The NAK retry's
+    // first packet is a SEND_ONLY: a second copy would draw a second RNR NAK and, with
+    // rnr_retry 1, fail the WQE with RNR_RETRY_EXC_ERR where rxe succeeds.
+    let o = Opts {
+        rnr_retry: 1,
+        ..opts(14)
+    };
+    let mut p = Pair::new(6, LinkConfig::default(), o);
+    drop_psns(&mut p, &[0x100]);
+    p.net.start_capture();
+    let sg = [sge(&p.a, 0, 8)];
+    for id in 1..=2 {
+        p.post_a(SendWr {
+            wr_id: id,
+            sg_list: &sg,
+            opcode: WrOpcode::Send,
+            send_flags: SendFlags::SIGNALED,
+            ..Default::default()
+        });
+    }
+    // loss, NAK, retry and RNR NAK take microseconds; the RNR timer (code 12) 640 us
+    let t = Instant::from_nanos(p.net.now.as_nanos() + 200_000);
+    p.net.run_idle(t);
+    assert_eq!(p.nic_a().counters().rcvd_rnr_err, 1);
+    p.recv_b(1, 0, 64);
+    p.recv_b(2, 64, 64);
+    p.run(10);
+    let wc = p.scq_a();
+    assert_eq!(
+        wc.iter().map(|w| (w.wr_id, w.status)).collect::<Vec<_>>(),
+        vec![(1, WcStatus::Success), (2, WcStatus::Success)]
+    );
+    let sent_100 = p
+        .net
+        .take_capture()
+        .iter()
+        .filter(|c| c.from == 0 && c.repr.bth.psn.value() == 0x100)
+        .count();
+    assert_eq!(sent_100, 3, "first transmission, NAK retry, RNR retry");
+    assert_eq!(p.nic_a().counters().rcvd_rnr_err, 1);
+}

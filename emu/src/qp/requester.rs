@@ -157,7 +157,7 @@ impl Qp {
             }
             let i = self.sq.req;
             let w = self.sq.get(i);
-            let (opcode, length) = (w.opcode, w.length);
+            let (opcode, length, sent) = (w.opcode, w.length, w.sent);
             if w.state == WqeState::Posted && w.sent == 0 {
                 if self.state == QpState::Sqd {
                     return None;
@@ -190,7 +190,16 @@ impl Qp {
             }
             let psn = self.req.psn;
             let t = self.build_request(ctx, now, i, mtu, buf);
-            if dup && t.is_some() && psn == self.comp.psn && (opcode.is_send() || opcode.is_write())
+            // Not a packet that takes a receive WQE (SEND FIRST/ONLY, WRITE LAST/ONLY with
+            // immediate): with none posted, each copy would draw an RNR NAK and spend an RNR
+            // retry.
+            let takes_rwr = (opcode.is_send() && sent == 0)
+                || (opcode == WrOpcode::RdmaWriteWithImm && length - sent <= mtu);
+            if dup
+                && t.is_some()
+                && psn == self.comp.psn
+                && (opcode.is_send() || opcode.is_write())
+                && !takes_rwr
             {
                 self.req.dup_head = Some(psn);
             }
