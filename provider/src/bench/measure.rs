@@ -125,7 +125,16 @@ pub(crate) struct Side {
     pub pd: ProtectionDomain,
     pub mr: Arc<MemoryRegion>,
     pub mtu: Mtu,
+    /// Local ACK timeout exponent of this side's QPs (4.096 µs × 2^t; the verbs default is 14).
+    pub timeout: u8,
 }
+
+/// Local ACK timeout of the lossy pair's QPs under `--check`: 12 = 16.8 ms (perftest's `-u`).
+/// Loss recovery does not wait on the timer except when both copies of a retry's first packet
+/// or the last packet of the final drain are lost; at 14 (67 ms) one such stall costs 13% of a
+/// 0.5 s point, at 12 about 3%, and at 10 or less a loaded machine fires it spuriously
+/// (emu/README.md, "Loss recovery").
+pub(crate) const LOSSY_QP_TIMEOUT: u8 = 12;
 
 /// Runtime counters of both devices, for `--counters`.
 struct CounterSnap(Vec<(&'static str, u64)>, Vec<(&'static str, u64)>);
@@ -169,7 +178,13 @@ impl Side {
         let pd = ctx.alloc_pd().map_err(e2s)?;
         let mr = Arc::new(pd.allocate(len.max(64), ALL).map_err(e2s)?);
         mr.fill(0x5A);
-        Ok(Side { ctx, pd, mr, mtu })
+        Ok(Side {
+            ctx,
+            pd,
+            mr,
+            mtu,
+            timeout: 14,
+        })
     }
 
     fn qp(
@@ -185,6 +200,7 @@ impl Side {
             .set_max_inline_data(256)
             .set_path_mtu(self.mtu)
             .set_min_rnr_timer(1)
+            .set_timeout(self.timeout)
             .build()
             .map_err(e2s)
     }
@@ -873,8 +889,10 @@ fn scale_and_loss(
     };
     let (la, lb) = (next(ip_a, 2), next(ip_b, 2));
     let lossy = (|| -> Result<BwResult, String> {
-        let a2 = Side::open(la, mtu, 65536, 0.01)?;
-        let b2 = Side::open(lb, mtu, 65536, 0.01)?;
+        let mut a2 = Side::open(la, mtu, 65536, 0.01)?;
+        let mut b2 = Side::open(lb, mtu, 65536, 0.01)?;
+        a2.timeout = LOSSY_QP_TIMEOUT;
+        b2.timeout = LOSSY_QP_TIMEOUT;
         let mut p2 = LocalPassive {
             side: b2,
             running: None,

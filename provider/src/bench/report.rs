@@ -279,7 +279,11 @@ impl Report {
             let base = s.lossless.gbit_per_s().max(1e-9);
             match s.lossy {
                 Some(l) => c.push(Check {
-                    name: "RC Write 64 KiB with 1% loss / lossless".into(),
+                    name: format!(
+                        "RC Write 64 KiB with 1% loss / lossless (QP timeout {} = {:.1} ms)",
+                        super::measure::LOSSY_QP_TIMEOUT,
+                        4.096e-3 * f64::from(1u32 << super::measure::LOSSY_QP_TIMEOUT)
+                    ),
                     value: l.gbit_per_s() / base,
                     target: 0.75,
                     op: ">=",
@@ -457,6 +461,7 @@ impl Report {
             json!({
                 "lossless_gbit_per_s": s.lossless.gbit_per_s(),
                 "loss_1pct_gbit_per_s": s.lossy.map(|l| l.gbit_per_s()),
+                "loss_qp_timeout": super::measure::LOSSY_QP_TIMEOUT,
                 "qps": s.qps,
                 "qps_gbit_per_s": s.many.gbit_per_s(),
                 "engine_bytes_per_qp": s.bytes_per_qp,
