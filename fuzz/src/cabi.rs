@@ -1,7 +1,8 @@
 //! `cabi`: the drop-in `libibverbs.so.1` (crate `roce-ibverbs`) driven through its C ABI — the
-//! `extern "C"` verbs the rlib exports and the context `ops` table the inline `ibv_post_send`,
-//! `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq` and `ibv_req_notify_cq` jump through —
-//! with call sequences decoded from the input.
+//! `extern "C"` verbs the rlib exports, the context `ops` table the inline `ibv_post_send`,
+//! `ibv_post_recv`, `ibv_post_srq_recv`, `ibv_poll_cq` and `ibv_req_notify_cq` jump through, the
+//! `verbs_context.create_qp_ex` op and the `ibv_wr_*` function pointers of `ibv_qp_ex` — with
+//! call sequences decoded from the input.
 //!
 //! The input is a list of [`Op`]s (first byte of each picks the op, then its fields, little
 //! endian, zero once the input runs out; [`encode`] writes a list back, so seeds are built as
@@ -20,18 +21,23 @@
 //! * no panic out of the C ABI (the library turns a caught panic into `EIO`, never a documented
 //!   value, and libFuzzer aborts on the panic itself);
 //! * every call returns a documented value, with the exact errno where the outcome is known
-//!   (NULL or destroyed objects → `EINVAL`; a PD with live MRs/QPs/SRQs/AHs, a CQ with QPs, a
-//!   channel with CQs, an SRQ with QPs → `EBUSY`; valid creations succeed; posting to a QP in
-//!   RESET → `EINVAL` with `bad_wr` at the first WR; `bad_wr` always inside the posted list);
+//!   (NULL, destroyed or wrong-typed objects → `EINVAL`; a PD with live MRs/QPs/SRQs/AHs, a CQ
+//!   with QPs, a channel with CQs, an SRQ with QPs → `EBUSY`; valid creations succeed and report
+//!   what was asked; posting to a QP in RESET → `EINVAL` with `bad_wr` at the first WR; `bad_wr`
+//!   always inside the posted list; an `ibv_wr_complete` that fails with `EINVAL` posted none of
+//!   its batch, man ibv_wr_post);
 //! * completions: only for WRs that were posted, at most once each, on the right CQ with the
 //!   right `qp_num`, never a success for an unsignaled send; at teardown (and on a draining
 //!   destroy) every QP is moved to ERR and the CQs drained, and then every signaled WR that was
 //!   posted completed exactly once (flush errors count) unless its CQ may have overflowed (the
 //!   harness bounds each CQ's occupancy) or its QP went through RESET / was destroyed first;
 //! * completion events only after `ibv_req_notify_cq`, only for CQs of that channel; async
-//!   events name live objects of their context;
-//! * no byte outside the registered buffers changes (64 guard bytes around each), and no byte
-//!   that was never inside a writable MR changes, checked after every step;
+//!   events name live objects of their context, and a QP on an SRQ that goes to ERR gets
+//!   `IBV_EVENT_QP_LAST_WQE_REACHED`;
+//! * no byte outside the registered buffers changes (64 guard bytes around each), nor any byte
+//!   that was never inside a writable MR or inside a range an accepted WR addressed (receive,
+//!   READ and atomic SGEs through their lkey, WRITE and atomic targets through their rkey),
+//!   checked after every step;
 //! * no leak: after tearing everything down, this thread's live heap allocations (with
 //!   [`CountingAlloc`] installed as the global allocator) and the process's open file
 //!   descriptors are back to where they were (a run that leaks is repeated twice, so the first
