@@ -471,3 +471,43 @@ fn many_qps_share_the_timer_heap_under_loss() {
     assert_eq!(p.nic_a().poll_timeout(), None);
     assert!(p.net.stats.lost > 0);
 }
+
+#[test]
+fn reset_to_err_is_a_legal_modify_and_the_qp_reports_err() {
+    // IBA 10.3.1: any state may go to ERR; rxe moves a RESET QP there too (found by the cabi
+    // fuzz target: the modify succeeded and the QP stayed in RESET).
+    let mut net = SimNet::new(3, LinkConfig::default());
+    let idx = net.add_nic(Nic::new(NicConfig::new("127.0.0.1".parse().unwrap())));
+    let nic = &mut net.nics[idx];
+    let pd = nic.alloc_pd().unwrap();
+    let cq = nic.create_cq(16).unwrap();
+    let init = QpInitAttr {
+        send_cq: cq,
+        recv_cq: cq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Rc,
+        sq_sig_all: false,
+    };
+    let qpn = nic.create_qp(pd, &init).unwrap();
+    assert_eq!(nic.query_qp(qpn).unwrap().qp_state, QpState::Reset);
+    let attr = QpAttr {
+        qp_state: QpState::Err,
+        ..Default::default()
+    };
+    nic.modify_qp(qpn, &attr, QpAttrMask::STATE).unwrap();
+    assert_eq!(nic.query_qp(qpn).unwrap().qp_state, QpState::Err);
+    // and back to RESET, as from any ERR
+    let attr = QpAttr {
+        qp_state: QpState::Reset,
+        ..Default::default()
+    };
+    nic.modify_qp(qpn, &attr, QpAttrMask::STATE).unwrap();
+    assert_eq!(nic.query_qp(qpn).unwrap().qp_state, QpState::Reset);
+}

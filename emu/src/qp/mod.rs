@@ -529,7 +529,13 @@ impl Qp {
                 QpState::Reset => self.reset(),
                 QpState::Err => {
                     self.resp.jobs.clear();
-                    self.to_error(ctx);
+                    if self.state == QpState::Reset {
+                        // RESET → ERR is legal (IBA 10.3.1, rxe too); nothing to flush. (A
+                        // packet or a timer never moves a RESET QP: `to_error` ignores it.)
+                        self.set_state(QpState::Err);
+                    } else {
+                        self.to_error(ctx);
+                    }
                 }
                 QpState::Sqd => {
                     self.set_state(QpState::Sqd);

@@ -173,6 +173,15 @@ fn set_no_check(s: &socket2::Socket, v6: bool, on: bool) -> io::Result<()> {
     }
 }
 
+/// The TTL / hop limit a datagram is sent with. Linux refuses `IP_TTL` / `IPV6_HOPLIMIT` 0
+/// with EINVAL, which would make every send of a QP or AH whose `hop_limit` is 0 (a zeroed
+/// `ibv_ah_attr`) fail; kernel rxe puts 0 in the header and the packet is still delivered on the
+/// link (TTL only matters when forwarding). 1 is the closest value a UDP socket can send: the
+/// same one-link reach. (The ICRC masks the TTL, so it is unaffected.)
+pub(crate) fn sendable_ttl(ttl: Option<u8>) -> Option<u8> {
+    ttl.map(|t| t.max(1))
+}
+
 /// The socket's TTL / unicast hop limit when no cmsg sets one.
 fn default_ttl(s: &socket2::Socket, v6: bool) -> Option<u8> {
     let v = if v6 {
@@ -331,7 +340,7 @@ impl Socket {
             payload_len: d.segment(segment).len(),
             ip_id: self.segment_ip_id(d, segment),
             tos: d.tos.unwrap_or(0),
-            ttl: d.ttl.unwrap_or(64),
+            ttl: sendable_ttl(d.ttl).unwrap_or(64),
         })
     }
 
@@ -352,7 +361,7 @@ impl Socket {
                 payload_len: seg.len(),
                 ip_id: self.ip_id_at(d.gso_size, total, k),
                 tos: d.tos.unwrap_or(0),
-                ttl: d.ttl.unwrap_or(64),
+                ttl: sendable_ttl(d.ttl).unwrap_or(64),
             });
             h.fill_icrc(seg)?;
         }
@@ -506,7 +515,7 @@ impl Socket {
                 // (the wire is the same, the kernel parses less).
                 let info = SendInfo {
                     tos: d.tos.filter(|&t| t != 0),
-                    ttl: d.ttl.filter(|&t| Some(t) != s.default_ttl),
+                    ttl: sendable_ttl(d.ttl).filter(|&t| Some(t) != s.default_ttl),
                     gso_size,
                 };
                 s.ctrl_len[nctrl] = cmsg::encode_send(s.ctrl[nctrl].as_mut_slice(), s.v6, &info);
@@ -699,5 +708,17 @@ fn wait_ready(
             }
             block(rem)
         }
+    }
+}
+
+#[cfg(test)]
+mod ttl_tests {
+    use super::sendable_ttl;
+
+    #[test]
+    fn hop_limit_zero_is_sent_as_one_not_refused() {
+        assert_eq!(sendable_ttl(Some(0)), Some(1));
+        assert_eq!(sendable_ttl(Some(64)), Some(64));
+        assert_eq!(sendable_ttl(None), None);
     }
 }
