@@ -441,25 +441,7 @@ fn modify_qp_rejects_missing_and_extra_attributes() {
     let n = &mut net.nics[i];
     let pd = n.alloc_pd().unwrap();
     let cq = n.create_cq(4).unwrap();
-    let qpn = n
-        .create_qp(
-            pd,
-            &QpInitAttr {
-                send_cq: cq,
-                recv_cq: cq,
-                srq: None,
-                cap: QpCap {
-                    max_send_wr: 4,
-                    max_recv_wr: 4,
-                    max_send_sge: 1,
-                    max_recv_sge: 1,
-                    max_inline_data: 0,
-                },
-                qp_type: QpType::Rc,
-                sq_sig_all: false,
-            },
-        )
-        .unwrap();
+    let qpn = n.create_qp(pd, &small_rc_init(cq, cq)).unwrap();
     assert_eq!(qpn, 17);
     use QpAttrMask as M;
     let a = QpAttr {

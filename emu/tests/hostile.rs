@@ -303,21 +303,7 @@ fn packets_from_strangers_are_dropped_and_counted() {
     // a second RC QP on B connected to 10.0.0.3: A's address is a stranger to it
     let o = p.opts;
     let (pd, scq, rcq) = (p.b.pd, p.b.scq, p.b.rcq);
-    let init = QpInitAttr {
-        send_cq: scq,
-        recv_cq: rcq,
-        srq: None,
-        cap: QpCap {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-        qp_type: QpType::Rc,
-        sq_sig_all: false,
-    };
-    let q2 = p.nic_b().create_qp(pd, &init).unwrap();
+    let q2 = p.nic_b().create_qp(pd, &small_rc_init(scq, rcq)).unwrap();
     let me = Side {
         qpn: q2,
         mem: p.b.mem.clone(),

@@ -230,18 +230,12 @@ fn rc_over_ipv6() {
             .create_qp(
                 pd,
                 &QpInitAttr {
-                    send_cq: cq,
-                    recv_cq: cq,
-                    srq: None,
                     cap: QpCap {
-                        max_send_wr: 4,
-                        max_recv_wr: 4,
-                        max_send_sge: 1,
-                        max_recv_sge: 1,
                         max_inline_data: 16,
+                        ..small_rc_init(cq, cq).cap
                     },
-                    qp_type: QpType::Rc,
                     sq_sig_all: true,
+                    ..small_rc_init(cq, cq)
                 },
             )
             .unwrap();
@@ -481,21 +475,7 @@ fn reset_to_err_is_a_legal_modify_and_the_qp_reports_err() {
     let nic = &mut net.nics[idx];
     let pd = nic.alloc_pd().unwrap();
     let cq = nic.create_cq(16).unwrap();
-    let init = QpInitAttr {
-        send_cq: cq,
-        recv_cq: cq,
-        srq: None,
-        cap: QpCap {
-            max_send_wr: 4,
-            max_recv_wr: 4,
-            max_send_sge: 1,
-            max_recv_sge: 1,
-            max_inline_data: 0,
-        },
-        qp_type: QpType::Rc,
-        sq_sig_all: false,
-    };
-    let qpn = nic.create_qp(pd, &init).unwrap();
+    let qpn = nic.create_qp(pd, &small_rc_init(cq, cq)).unwrap();
     assert_eq!(nic.query_qp(qpn).unwrap().qp_state, QpState::Reset);
     let attr = QpAttr {
         qp_state: QpState::Err,

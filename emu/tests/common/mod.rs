@@ -6,6 +6,25 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 pub const IOVA: u64 = 0x1_0000;
+
+/// A small RC QP's init attributes: 4 send and 4 receive WRs, one SGE, no inline data, no SRQ,
+/// only signaled WRs complete.
+pub fn small_rc_init(send_cq: Cq, recv_cq: Cq) -> QpInitAttr {
+    QpInitAttr {
+        send_cq,
+        recv_cq,
+        srq: None,
+        cap: QpCap {
+            max_send_wr: 4,
+            max_recv_wr: 4,
+            max_send_sge: 1,
+            max_recv_sge: 1,
+            max_inline_data: 0,
+        },
+        qp_type: QpType::Rc,
+        sq_sig_all: false,
+    }
+}
 pub const MEM: usize = 1 << 20;
 
 pub struct Side {
