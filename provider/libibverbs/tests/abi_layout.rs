@@ -1,4 +1,4 @@
-//! Every size and field offset of our `#[repr(C)]` mirrors (src/abi.rs) against the installed
+//! Every size and field offset of our `#[repr(C)]` mirrors (src/abi/) against the installed
 //! `<infiniband/verbs.h>`, measured by compiling a C program with the system compiler: the
 //! compiler's own answer is the ABI. (The rdma-sys/bindgen comparison is `tests/abi/` at the
 //! workspace root, driven by `abi_rdma_sys.rs`.)
@@ -8,7 +8,7 @@
 
 mod common;
 
-#[path = "../src/abi.rs"]
+#[path = "../src/abi/mod.rs"]
 #[allow(unused_imports)]
 mod abi;
 

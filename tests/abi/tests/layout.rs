@@ -4,7 +4,7 @@
 //! those this compares with its hand-written layout; the C-compiler comparison in
 //! provider/libibverbs/tests/abi_layout.rs covers them against the header itself.)
 
-#[path = "../../../provider/libibverbs/src/abi.rs"]
+#[path = "../../../provider/libibverbs/src/abi/mod.rs"]
 #[allow(unused_imports, clippy::all)]
 mod abi;
 
