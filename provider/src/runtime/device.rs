@@ -1,0 +1,254 @@
+//! Device lifecycle and API: [`Device::open`] (socket, engine, progress thread), the data-path
+//! entry points (`post_send`, `post_recv`, `poll_cq`, …), handlers, statistics, and `Drop`.
+
+use super::*;
+
+impl Device {
+    /// Binds `cfg.ip:4791`, creates the engine and starts the progress thread.
+    pub fn open(cfg: Config) -> io::Result<Device> {
+        init_logging();
+        let mut ncfg = NicConfig::new(cfg.ip);
+        ncfg.netdev_mtu = cfg.netdev_mtu();
+        // The driver checks ICRCs (it knows the GRO segment index and the policy); the engine
+        // is told "unknown IPv4 ID" so it does not compute the CRC a second time.
+        ncfg.icrc_policy = roce_emu::IcrcPolicy::Skip;
+        ncfg.seed = std::process::id() as u64 ^ 0x5eed_0000_0000 ^ (cfg.fault_seed << 20);
+        let nic = Nic::new(ncfg);
+        let sock = Socket::bind(cfg.ip, SocketConfig::default()).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!(
+                    "roce: cannot bind UDP {}:{}: {e}",
+                    cfg.ip,
+                    roce_wire::ROCE_V2_UDP_PORT
+                ),
+            )
+        })?;
+        let pcap = match &cfg.pcap {
+            Some(p) => Some(
+                PcapSink::create(p)
+                    .map_err(|e| io::Error::other(format!("roce: pcap {}: {e}", p.display())))?,
+            ),
+            None => None,
+        };
+        let waker = Arc::new(Waker::new()?);
+        let stat_path = stat::stat_path(&cfg);
+        let engine = Engine {
+            nic,
+            tx: TxBatch::new(16, MAX_PACKET),
+            rx: Some(Box::new(RecvBatch::new(16))),
+            fault: Fault::new(cfg.loss, cfg.reorder, cfg.fault_seed, cfg.fault_all)
+                .with_acks(cfg.fault_acks),
+            held: None,
+            acks: AckQueue::new(),
+            pcap,
+            pcap_buf: vec![0; MAX_PACKET],
+            comp: HashMap::new(),
+            async_handler: None,
+            tx_deferred: false,
+            sock,
+        };
+        let shared = Arc::new(Shared {
+            start: std::time::Instant::now(),
+            engine: Mutex::new(engine),
+            waker,
+            stop: AtomicBool::new(false),
+            app_last: AtomicU64::new(0),
+            thread_deadline: AtomicU64::new(u64::MAX),
+            ctr: RuntimeCounters::default(),
+            icrc: IcrcCounters::default(),
+            stat_path,
+            quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
+            cfg,
+        });
+        register_for_exit(&shared);
+        let thread = if shared.cfg.progress_thread {
+            let mut rsock = shared.lock().sock.try_clone()?;
+            rsock.set_waker(Some(shared.waker.clone()));
+            let s = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name(format!("roce-{}", shared.cfg.name))
+                    .spawn(move || progress_thread(s, rsock))?,
+            )
+        } else {
+            None
+        };
+        tracing::debug!(ip = %shared.cfg.ip, mtu = shared.cfg.mtu, "roce device open");
+        Ok(Device { shared, thread })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.shared.cfg
+    }
+
+    /// The device's IP address.
+    pub fn ip(&self) -> IpAddr {
+        self.shared.cfg.ip
+    }
+
+    /// Current virtual time (ns since [`Device::open`]).
+    pub fn now(&self) -> Instant {
+        self.shared.now()
+    }
+
+    /// Runs `f` on the engine (object creation, queries, modify_qp, …), then transmits whatever
+    /// it queued. The lock is held during `f`: do not call back into the device from it.
+    pub fn with_nic<R>(&self, f: impl FnOnce(&mut Nic) -> R) -> R {
+        let mut e = self.shared.lock();
+        let now = self.shared.now();
+        if e.tx_deferred {
+            // Before e.g. destroy_qp: a deferred final ACK must leave first.
+            self.shared.transmit(&mut e, now);
+        }
+        let r = f(&mut e.nic);
+        self.shared.transmit(&mut e, now);
+        self.shared.dispatch_events(&mut e);
+        drop(e);
+        r
+    }
+
+    /// `ibv_post_send` of one WR and an immediate transmit (inline progress).
+    pub fn post_send(
+        &self,
+        qpn: u32,
+        wr: &roce_emu::SendWr<'_>,
+        inline: Option<&[u8]>,
+    ) -> roce_emu::Result<()> {
+        let mut e = self.shared.lock();
+        e.nic.post_send_inline(qpn, wr, inline)?;
+        self.shared.progress(&mut e, Origin::Post);
+        Ok(())
+    }
+
+    /// Posts several send WRs with one transmit at the end; returns how many were posted and
+    /// the error that stopped the list, if any.
+    pub fn post_send_list<'a>(
+        &self,
+        qpn: u32,
+        wrs: impl IntoIterator<Item = (roce_emu::SendWr<'a>, Option<&'a [u8]>)>,
+    ) -> (usize, roce_emu::Result<()>) {
+        let mut e = self.shared.lock();
+        let mut n = 0;
+        let mut res = Ok(());
+        for (wr, inline) in wrs {
+            if let Err(err) = e.nic.post_send_inline(qpn, &wr, inline) {
+                res = Err(err);
+                break;
+            }
+            n += 1;
+        }
+        self.shared.progress(&mut e, Origin::Post);
+        (n, res)
+    }
+
+    /// `ibv_post_recv` (no transmit needed; an RNR-waiting peer retries by itself).
+    pub fn post_recv(&self, qpn: u32, wr: &roce_emu::RecvWr<'_>) -> roce_emu::Result<()> {
+        self.shared.lock().nic.post_recv(qpn, wr)
+    }
+
+    /// `ibv_post_srq_recv`.
+    pub fn post_srq_recv(
+        &self,
+        srq: roce_emu::Srq,
+        wr: &roce_emu::RecvWr<'_>,
+    ) -> roce_emu::Result<()> {
+        self.shared.lock().nic.post_srq_recv(srq, wr)
+    }
+
+    /// `ibv_poll_cq`: returns completions; when the CQ is empty, progresses (receive, timers,
+    /// transmit) in the caller's thread and looks again.
+    pub fn poll_cq(&self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
+        let mut e = self.shared.lock();
+        let n = e.nic.poll_cq(cq, wc);
+        if n > 0 || wc.is_empty() {
+            return n;
+        }
+        let sh = &self.shared;
+        let now = sh.now();
+        sh.app_last.store(now.as_nanos().max(1), Relaxed);
+        sh.ctr.progress_inline.fetch_add(1, Relaxed);
+        if sh.receive(&mut e, now) > 0 {
+            let n = e.nic.poll_cq(cq, wc);
+            if n > 0 {
+                // Hand the completions over first; what the engine queued (ACKs, responses)
+                // goes out at the program's next post or poll, or within 200 µs from
+                // the progress thread: one system call less on the latency path.
+                sh.dispatch_events(&mut e);
+                sh.ctr.tx_deferred.fetch_add(1, Relaxed);
+                e.tx_deferred = true;
+                return n;
+            }
+        }
+        sh.finish(&mut e, now, true);
+        e.nic.poll_cq(cq, wc)
+    }
+
+    /// One inline progress run (receive, timers, transmit, events); returns the datagrams moved.
+    pub fn progress(&self) -> usize {
+        let mut e = self.shared.lock();
+        self.shared.progress(&mut e, Origin::Poll)
+    }
+
+    /// `ibv_req_notify_cq`: arms `cq`; the next (solicited) completion calls its comp handler.
+    pub fn req_notify_cq(&self, cq: Cq, solicited_only: bool) -> roce_emu::Result<()> {
+        self.shared.lock().nic.req_notify_cq(cq, solicited_only)
+    }
+
+    /// Sets (or clears) the handler called when `cq` produces a completion-channel event.
+    pub fn set_comp_handler(&self, cq: Cq, h: Option<CompHandler>) {
+        let mut e = self.shared.lock();
+        match h {
+            Some(h) => {
+                e.comp.insert(cq, h);
+            }
+            None => {
+                e.comp.remove(&cq);
+            }
+        }
+    }
+
+    /// Sets (or clears) the handler of asynchronous events (QP errors, CQ overflow, SRQ limit).
+    pub fn set_async_handler(&self, h: Option<AsyncHandler>) {
+        self.shared.lock().async_handler = h;
+    }
+
+    /// Runtime counters (datapath).
+    pub fn runtime_counters(&self) -> &RuntimeCounters {
+        &self.shared.ctr
+    }
+
+    /// Every counter: engine, ICRC, runtime.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats()
+    }
+
+    /// Writes the statistics file now (the progress thread does it every
+    /// [`Config::stat_interval`] too). Returns its path.
+    pub fn write_stats(&self) -> Option<std::path::PathBuf> {
+        self.shared.write_stats();
+        self.shared.stat_path.clone()
+    }
+}
+
+impl Drop for Device {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Relaxed);
+        self.shared.waker.wake();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let mut e = self.shared.lock();
+        let now = self.shared.now();
+        self.shared.transmit(&mut e, now);
+        self.shared.report_diagnostics(&mut e);
+        if let Some(p) = e.pcap.take() {
+            let _ = p.finish();
+        }
+        drop(e);
+        if let Some(p) = &self.shared.stat_path {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}

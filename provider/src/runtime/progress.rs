@@ -1,0 +1,284 @@
+//! The progress loop: receive → handle → timers → transmit → events (the `Shared` side), event
+//! and diagnostic dispatch, statistics, and the background progress thread.
+
+use super::*;
+
+impl Shared {
+    pub(super) fn lock(&self) -> MutexGuard<'_, Engine> {
+        self.engine.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(super) fn now(&self) -> Instant {
+        Instant::from_nanos(self.start.elapsed().as_nanos() as u64)
+    }
+
+    /// Receive (engine socket, non-blocking) → timers → transmit → events.
+    pub(super) fn progress(&self, e: &mut Engine, from: Origin) -> usize {
+        let now = self.now();
+        let inline = from != Origin::Thread;
+        match from {
+            // Only a program that polls its CQs progresses while it waits; one that spins on
+            // memory (ib_write_lat) and only posts needs the thread to watch the socket.
+            Origin::Poll => {
+                self.app_last.store(now.as_nanos().max(1), Relaxed);
+                self.ctr.progress_inline.fetch_add(1, Relaxed);
+            }
+            Origin::Post => {
+                self.ctr.progress_inline.fetch_add(1, Relaxed);
+            }
+            Origin::Thread => {
+                self.ctr.progress_thread.fetch_add(1, Relaxed);
+            }
+        }
+        // Posting only transmits: the program polls (or the thread receives) anyway, and a
+        // receive system call before the send would only delay it.
+        let mut moved = if from == Origin::Post {
+            0
+        } else {
+            self.receive(e, now)
+        };
+        moved += self.finish(e, now, inline);
+        moved
+    }
+
+    /// Receives and handles up to a few batches (so a flood cannot starve the caller).
+    pub(super) fn receive(&self, e: &mut Engine, now: Instant) -> usize {
+        let mut moved = 0;
+        let Some(mut rx) = e.rx.take() else { return 0 };
+        for _ in 0..4 {
+            let n = match e.sock.recv_batch(&mut rx, Wait::NonBlocking) {
+                Ok(n) => n,
+                Err(err) => {
+                    tracing::debug!(%err, "recv_batch");
+                    0
+                }
+            };
+            if n == 0 {
+                break;
+            }
+            if moved > 0 {
+                // ACKs for the previous batch leave before this one is handled.
+                self.transmit(e, now);
+            }
+            moved += n;
+            self.handle_batch(e, &rx, now);
+            if rx.buffers() < rx.capacity() {
+                break;
+            }
+        }
+        e.rx = Some(rx);
+        moved
+    }
+
+    /// Timers, transmit, events, and waking the thread if a timer moved earlier.
+    pub(super) fn finish(&self, e: &mut Engine, now: Instant, inline: bool) -> usize {
+        let moved = self.timers_and_transmit(e, now);
+        self.dispatch_events(e);
+        if inline {
+            // A timer armed earlier than the sleeping thread's deadline: wake it to re-plan.
+            if let Some(t) = e.nic.poll_timeout() {
+                if t.as_nanos() < self.thread_deadline.load(Relaxed) {
+                    self.thread_deadline.store(t.as_nanos(), Relaxed);
+                    self.waker.wake();
+                }
+            }
+        }
+        moved
+    }
+
+    pub(super) fn timers_and_transmit(&self, e: &mut Engine, now: Instant) -> usize {
+        if e.nic.poll_timeout().is_some_and(|t| t <= now) {
+            e.nic.handle_timeout(now);
+        }
+        self.transmit(e, now)
+    }
+
+    /// Feeds every datagram of `rx` to the engine, after the ICRC check.
+    ///
+    /// Between GRO buffers (one GSO send of the peer each, typically a message) it transmits
+    /// what the engine queued, so ACKs leave while the rest of the batch is handled and the
+    /// sender's 128-PSN window keeps moving.
+    pub(super) fn handle_batch(&self, e: &mut Engine, rx: &RecvBatch, now: Instant) {
+        self.ctr.rx_batches.fetch_add(1, Relaxed);
+        if let Some(d) = rx.drops() {
+            self.ctr.rx_kernel_drops.fetch_max(d as u64, Relaxed);
+        }
+        let policy = self.cfg.icrc_policy;
+        let mut seen = false;
+        for d in rx.iter() {
+            if d.gro_index == 0 && seen {
+                self.transmit(e, now);
+            }
+            seen = true;
+            self.ctr.rx_datagrams.fetch_add(1, Relaxed);
+            self.ctr.rx_bytes.fetch_add(d.payload.len() as u64, Relaxed);
+            if d.truncated {
+                self.ctr.rx_dropped.fetch_add(1, Relaxed);
+                continue;
+            }
+            let v4 = d.src.is_ipv4();
+            // IPv6: the engine verifies exactly (no ID); IPv4: the driver knows the GRO index.
+            let id = if v4 {
+                match d.check_icrc(policy, &self.icrc) {
+                    IcrcVerdict::Bad => continue,
+                    IcrcVerdict::Verified => {
+                        Some(crate::udp::headers::gso_segment_ip_id(d.gro_index as usize))
+                    }
+                    IcrcVerdict::RecoveredId(id) => Some(id),
+                    IcrcVerdict::NotVerifiable => None,
+                }
+            } else {
+                None
+            };
+            let mut meta = RxMeta {
+                src_ip: d.src.ip(),
+                dst_ip: d.dst,
+                src_port: d.src.port(),
+                ipv4_id: None,
+                tos: d.tos.unwrap_or(0),
+                ttl: d.ttl.unwrap_or(64),
+                flow_label: 0,
+            };
+            if let Some(p) = e.pcap.as_mut() {
+                let m = RxMeta {
+                    ipv4_id: id.or(Some(0)),
+                    ..meta
+                };
+                let before = p.errors;
+                p.packet_meta(now, &m, d.payload);
+                if p.errors != before {
+                    self.ctr.pcap_errors.fetch_add(1, Relaxed);
+                }
+            }
+            if !v4 {
+                meta.ipv4_id = None;
+            }
+            e.nic.handle_datagram(now, &meta, d.payload);
+        }
+    }
+
+    /// Reports the engine's diagnostics (once per QP and cause): a `tracing` warning and, unless
+    /// `ROCE_QUIET=1`, one `roce: QP 0x..: what happened. What to do.` line on stderr.
+    pub(super) fn report_diagnostics(&self, e: &mut Engine) {
+        while let Some((qpn, d)) = e.nic.poll_diagnostic() {
+            let msg = d.message(qpn);
+            tracing::warn!(qpn, cause = d.counter(), "{msg}");
+            if !self.quiet {
+                use std::io::Write as _;
+                let _ = writeln!(io::stderr(), "roce: {msg}");
+            }
+        }
+    }
+
+    pub(super) fn dispatch_events(&self, e: &mut Engine) {
+        self.report_diagnostics(e);
+        while let Some(cq) = e.nic.poll_comp_event() {
+            self.ctr.comp_events.fetch_add(1, Relaxed);
+            if let Some(h) = e.comp.get(&cq) {
+                h();
+            }
+        }
+        while let Some(ev) = e.nic.poll_event() {
+            self.ctr.async_events.fetch_add(1, Relaxed);
+            tracing::debug!(?ev, "async event");
+            if let Some(h) = &e.async_handler {
+                h(ev);
+            }
+        }
+    }
+
+    pub(super) fn stats(&self) -> Stats {
+        let mut v: Vec<(String, u64)> = Vec::new();
+        {
+            let e = self.lock();
+            for (n, x) in e.nic.counters().iter() {
+                // The engine never checks IPv4 ICRCs itself here (the driver does, below).
+                if n == "icrc_unverified" {
+                    continue;
+                }
+                v.push((n.to_string(), x));
+            }
+        }
+        v.push(("icrc_verified".into(), self.icrc.verified.load(Relaxed)));
+        v.push(("icrc_bad".into(), self.icrc.bad.load(Relaxed)));
+        v.push((
+            "icrc_not_verifiable".into(),
+            self.icrc.not_verifiable.load(Relaxed),
+        ));
+        v.push((
+            "icrc_recovered_id".into(),
+            self.icrc.recovered.load(Relaxed),
+        ));
+        for (n, x) in self.ctr.iter() {
+            v.push((n.to_string(), x));
+        }
+        Stats { counters: v }
+    }
+
+    pub(super) fn write_stats(&self) {
+        if let Some(p) = &self.stat_path {
+            let _ = stat::write(p, &self.cfg, &self.stats());
+        }
+    }
+}
+
+/// The background progress thread (see the module docs).
+pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
+    let mut next_stat = s.now();
+    let stat_every = s.cfg.stat_interval.as_nanos() as u64;
+    while !s.stop.load(Relaxed) {
+        let now = s.now();
+        if now >= next_stat {
+            s.write_stats();
+            next_stat = now.add_nanos(stat_every);
+        }
+        let app_last = s.app_last.load(Relaxed);
+        if app_last != 0 && now.as_nanos().saturating_sub(app_last) < APP_ACTIVE_NS {
+            // The program progresses by itself (its polls receive, run the timers and
+            // transmit): stay off the socket *and the lock* — taking it here would make the
+            // polling thread wait on a futex in the middle of a round trip. Look again when it
+            // may have stopped polling. No wake-up is needed meanwhile (deadline 0).
+            s.thread_deadline.store(0, Relaxed);
+            s.ctr.thread_sleeps.fetch_add(1, Relaxed);
+            let until = (app_last + APP_ACTIVE_NS).min(next_stat.as_nanos());
+            let w = until.saturating_sub(now.as_nanos());
+            std::thread::sleep(Duration::from_nanos(w.max(50_000)));
+            continue;
+        }
+        // Timers (and anything the program queued without transmitting).
+        let next_timer = {
+            let mut e = s.lock();
+            s.timers_and_transmit(&mut e, now);
+            s.dispatch_events(&mut e);
+            e.nic.poll_timeout()
+        };
+        let now = s.now();
+        let mut wait_ns =
+            next_timer.map_or(u64::MAX, |t| t.as_nanos().saturating_sub(now.as_nanos()));
+        wait_ns = wait_ns.min(next_stat.as_nanos().saturating_sub(now.as_nanos()));
+        s.thread_deadline
+            .store(now.as_nanos().saturating_add(wait_ns), Relaxed);
+        let wait = Wait::SpinThenBlock(
+            s.cfg.spin,
+            Some(Duration::from_nanos(wait_ns.min(1_000_000_000))),
+        );
+        // Wait without receiving, then receive under the lock: a batch received outside it
+        // could be handled after a later one the program received inline, and a reordered UC
+        // message is a lost message (seen against kernel rxe, whose packets arrive spread out).
+        match sock.wait_readable(wait) {
+            Ok(false) => {
+                s.ctr.thread_sleeps.fetch_add(1, Relaxed);
+            }
+            Ok(true) => {
+                let mut e = s.lock();
+                s.progress(&mut e, Origin::Thread);
+            }
+            Err(err) => {
+                tracing::debug!(%err, "progress thread recv");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+        s.thread_deadline.store(u64::MAX, Relaxed);
+    }
+    s.write_stats();
+}

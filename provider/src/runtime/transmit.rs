@@ -1,0 +1,254 @@
+//! The transmit path: draining `poll_transmit` into the GSO batch (fault injector, pcap, ICRC
+//! patch), and the [`AckQueue`] that sends plain RC ACKs last in a burst.
+
+use super::*;
+
+impl Shared {
+    /// Drains `poll_transmit` into the TxBatch (fault injector, pcap) and flushes it.
+    pub(super) fn transmit(&self, e: &mut Engine, now: Instant) -> usize {
+        e.tx_deferred = false;
+        let mut total = 0;
+        loop {
+            let Engine {
+                nic,
+                sock,
+                tx,
+                fault,
+                held,
+                acks,
+                pcap,
+                pcap_buf,
+                ..
+            } = e;
+            let mut produced = 0;
+            while let Some(space) = tx.space() {
+                let Some(t) = nic.poll_transmit(now, space) else {
+                    break;
+                };
+                produced += 1;
+                let meta = TxMeta {
+                    dst: t.dst_ip,
+                    dst_port: t.dst_port,
+                    src_port: t.src_port,
+                    tos: Some(t.tos),
+                    ttl: Some(t.ttl),
+                };
+                if let Some(p) = pcap.as_mut() {
+                    // As it leaves: the real source port (ICRC patched to match), ID 0.
+                    let wire = sock.source_port(t.src_port);
+                    let b = &mut pcap_buf[..t.len];
+                    b.copy_from_slice(&space[..t.len]);
+                    if wire != t.src_port {
+                        patch_icrc_udp_sport(b, t.dst_ip.is_ipv6(), t.src_port, wire);
+                    }
+                    let m = RxMeta {
+                        src_ip: t.src_ip,
+                        dst_ip: t.dst_ip,
+                        src_port: wire,
+                        ipv4_id: Some(0),
+                        tos: t.tos,
+                        ttl: t.ttl,
+                        flow_label: t.flow_label,
+                    };
+                    let before = p.errors;
+                    p.packet_meta(now, &m, b);
+                    if p.errors != before {
+                        self.ctr.pcap_errors.fetch_add(1, Relaxed);
+                    }
+                }
+                match fault.decide(&space[..t.len]) {
+                    FaultVerdict::Pass => {
+                        match acks.offer(&space[..t.len], meta) {
+                            Offer::Commit => {
+                                tx.commit(sock, meta, t.len);
+                                self.count_tx(t.len);
+                            }
+                            Offer::Held => {}
+                            Offer::Coalesced => {
+                                self.ctr.tx_acks_coalesced.fetch_add(1, Relaxed);
+                            }
+                            Offer::Full => {
+                                // Keep the order: what is held, then this packet.
+                                acks.save(&space[..t.len], meta);
+                                self.commit_acks(tx, sock, acks);
+                            }
+                        }
+                        if let Some((b, m)) = held.take() {
+                            Self::commit_copy(tx, sock, &b, m);
+                            self.count_tx(b.len());
+                        }
+                    }
+                    FaultVerdict::Drop => {
+                        self.ctr.fault_dropped.fetch_add(1, Relaxed);
+                    }
+                    FaultVerdict::Hold => {
+                        if held.is_none() {
+                            *held = Some((space[..t.len].to_vec(), meta));
+                            self.ctr.fault_reordered.fetch_add(1, Relaxed);
+                        } else {
+                            tx.commit(sock, meta, t.len);
+                            self.count_tx(t.len);
+                        }
+                    }
+                }
+            }
+            // A held datagram leaves at the end of the burst at the latest.
+            if let Some((b, m)) = held.take() {
+                Self::commit_copy(tx, sock, &b, m);
+                self.count_tx(b.len());
+            }
+            // ACKs go last, behind this burst's requests: an ACK that follows a SEND of the
+            // same QP joins its GSO run (one datagram through the kernel instead of two), and
+            // the peer handles the request before the ACK.
+            self.commit_acks(tx, sock, acks);
+            total += produced;
+            if tx.is_empty() {
+                break;
+            }
+            let n = tx.len();
+            match tx.flush(sock, Wait::Block(Some(Duration::from_millis(20)))) {
+                Ok(sent) => {
+                    self.ctr.tx_flushes.fetch_add(1, Relaxed);
+                    if sent < n {
+                        self.ctr.tx_errors.fetch_add((n - sent) as u64, Relaxed);
+                    }
+                }
+                Err(err) => {
+                    tracing::debug!(%err, "flush");
+                    self.ctr.tx_errors.fetch_add(n as u64, Relaxed);
+                }
+            }
+            if produced == 0 {
+                break;
+            }
+        }
+        total
+    }
+
+    /// Commits every packet `acks` holds (then the saved one, if any), in order.
+    pub(super) fn commit_acks(&self, tx: &mut TxBatch, sock: &mut Socket, acks: &mut AckQueue) {
+        for (b, m) in acks.drain() {
+            Self::commit_copy(tx, sock, b, m);
+            self.count_tx(b.len());
+        }
+        acks.clear();
+    }
+
+    pub(super) fn commit_copy(tx: &mut TxBatch, sock: &mut Socket, b: &[u8], m: TxMeta) {
+        if tx.space().is_none() {
+            let _ = tx.flush(sock, Wait::Block(Some(Duration::from_millis(20))));
+        }
+        if let Some(space) = tx.space() {
+            space[..b.len()].copy_from_slice(b);
+            tx.commit(sock, m, b.len());
+        }
+    }
+
+    pub(super) fn count_tx(&self, len: usize) {
+        self.ctr.tx_datagrams.fetch_add(1, Relaxed);
+        self.ctr.tx_bytes.fetch_add(len as u64, Relaxed);
+    }
+}
+
+/// Plain RC ACKs held back to the end of a transmit burst (see [`Shared::transmit`]).
+///
+/// The engine produces a QP's responder packets before its requester packets, so the ACK of a
+/// SEND just received would precede the reply SEND in the same burst. The reply is what the peer
+/// waits for: sent first, with the ACK behind it, the two form one GSO run when they share QP
+/// and destination (one datagram through the kernel instead of two, one `recvmmsg` at the peer),
+/// and the peer's engine sees the request first. Only ordering *within one burst* changes, and
+/// only of ACKs relative to requests (independent streams in IBA); the responder's own stream
+/// keeps its order: once an ACK is held, later responder packets (read responses, atomic ACKs)
+/// are held behind it. Nothing is delayed past the burst, so no timer can see a difference.
+pub(super) struct AckQueue {
+    /// Copies of the held packets, back to back.
+    arena: Vec<u8>,
+    /// `(offset, length, meta)` of each held packet, in order.
+    held: Vec<(usize, usize, TxMeta)>,
+    /// Room for the held packets in `arena`.
+    cap: usize,
+}
+
+/// What [`AckQueue::offer`] decided.
+pub(super) enum Offer {
+    /// Not held: commit it now.
+    Commit,
+    /// Held (copied).
+    Held,
+    /// It must be held but there is no room: [`AckQueue::save`] it and commit everything.
+    Full,
+    /// It replaced the ACK held just before it (same QP, covers it).
+    Coalesced,
+}
+
+/// A positive RC ACK: opcode ACKNOWLEDGE, AETH syndrome `000` (not a NAK or an RNR NAK), no
+/// payload (BTH 12 + AETH 4 + ICRC 4).
+fn is_plain_ack(p: &[u8]) -> bool {
+    p.len() == 20 && p[0] == OP_RC_ACK && p[12] >> 5 == 0
+}
+
+/// The BTH PSN of `a` is at or after that of `b` (24-bit serial arithmetic).
+fn psn_ge(a: &[u8], b: &[u8]) -> bool {
+    let psn = |p: &[u8]| u32::from_be_bytes([0, p[9], p[10], p[11]]);
+    psn(a).wrapping_sub(psn(b)) & 0xFF_FFFF < 0x80_0000
+}
+
+/// RC ACKNOWLEDGE (BTH opcode of a plain ACK or NAK).
+const OP_RC_ACK: u8 = 0x11;
+
+impl AckQueue {
+    pub(super) fn new() -> AckQueue {
+        let cap = 16 << 10;
+        AckQueue {
+            arena: Vec::with_capacity(cap + MAX_PACKET),
+            held: Vec::with_capacity(64),
+            cap,
+        }
+    }
+
+    /// Holds `p` when it is an RC ACK, or an RC responder packet behind a held ACK.
+    pub(super) fn offer(&mut self, p: &[u8], meta: TxMeta) -> Offer {
+        let op = p.first().copied().unwrap_or(0);
+        // RC responses: READ response first/middle/last/only 0x0D..=0x10, ACK 0x11, atomic ACK 0x12.
+        let hold = op == OP_RC_ACK || (!self.held.is_empty() && (0x0D..=0x12).contains(&op));
+        if !hold {
+            return Offer::Commit;
+        }
+        // A positive ACK right behind another one to the same QP, same burst: the later one
+        // acknowledges everything the earlier did (PSN and MSN only grow, its credits are the
+        // newer), so it takes the earlier one's place — ACK coalescing as IBA allows it (one
+        // ACK for several requests; rxe and the engine complete every WQE up to its PSN).
+        if is_plain_ack(p) {
+            if let Some(&(o, l, m)) = self.held.last() {
+                let prev = &self.arena[o..o + l];
+                if m == meta && is_plain_ack(prev) && prev[5..8] == p[5..8] && psn_ge(p, prev) {
+                    self.arena[o..o + l].copy_from_slice(p);
+                    return Offer::Coalesced;
+                }
+            }
+        }
+        if self.arena.len() + p.len() > self.cap || self.held.len() == self.held.capacity() {
+            return Offer::Full;
+        }
+        self.save(p, meta);
+        Offer::Held
+    }
+
+    /// Appends `p` unconditionally (the arena has `MAX_PACKET` of slack past `cap`).
+    pub(super) fn save(&mut self, p: &[u8], meta: TxMeta) {
+        let off = self.arena.len();
+        self.arena.extend_from_slice(p);
+        self.held.push((off, p.len(), meta));
+    }
+
+    pub(super) fn drain(&self) -> impl Iterator<Item = (&[u8], TxMeta)> + '_ {
+        self.held
+            .iter()
+            .map(|&(o, l, m)| (&self.arena[o..o + l], m))
+    }
+
+    pub(super) fn clear(&mut self) {
+        self.arena.clear();
+        self.held.clear();
+    }
+}
