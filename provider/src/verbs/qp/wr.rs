@@ -1,0 +1,191 @@
+//! Typed send work requests: [`SendRequest`], its [`Opcode`] and UD destination [`UdDest`].
+
+use super::*;
+
+/// The operation of a [`SendRequest`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Opcode {
+    /// SEND: consumes a receive on the peer.
+    Send,
+    /// SEND with 32-bit immediate data.
+    SendWithImm(u32),
+    /// RDMA WRITE of the local data to `remote`.
+    Write(RemoteSlice),
+    /// RDMA WRITE with immediate data (consumes a receive on the peer).
+    WriteWithImm(RemoteSlice, u32),
+    /// RDMA READ of `remote` into the local buffers.
+    Read(RemoteSlice),
+    /// 64-bit compare-and-swap at `remote`; the old value lands in the 8-byte local buffer.
+    CompareSwap {
+        /// 8 bytes, 8-byte aligned.
+        remote: RemoteSlice,
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+    /// 64-bit fetch-and-add at `remote`; the old value lands in the 8-byte local buffer.
+    FetchAdd {
+        /// 8 bytes, 8-byte aligned.
+        remote: RemoteSlice,
+        /// Addend.
+        add: u64,
+    },
+}
+
+impl Opcode {
+    pub(super) fn name(&self) -> &'static str {
+        match self {
+            Opcode::Send => "SEND",
+            Opcode::SendWithImm(_) => "SEND with immediate",
+            Opcode::Write(_) => "RDMA WRITE",
+            Opcode::WriteWithImm(..) => "RDMA WRITE with immediate",
+            Opcode::Read(_) => "RDMA READ",
+            Opcode::CompareSwap { .. } => "atomic compare-and-swap",
+            Opcode::FetchAdd { .. } => "atomic fetch-and-add",
+        }
+    }
+}
+
+/// Where a UD send goes.
+#[derive(Clone, Copy, Debug)]
+pub struct UdDest<'a> {
+    /// The destination device.
+    pub ah: &'a AddressHandle,
+    /// The destination QP.
+    pub remote_qpn: u32,
+    /// Its Q_Key.
+    pub remote_qkey: u32,
+}
+
+/// A typed send work request (`struct ibv_send_wr`).
+///
+/// ```
+/// # use roce_provider::verbs::{SendRequest, RemoteSlice, Opcode};
+/// let remote = RemoteSlice { addr: 0x1000, rkey: 0x42, len: 4096 };
+/// let wr = SendRequest::write(7, &[], remote).unsignaled();
+/// assert_eq!(wr.op, Opcode::Write(remote));
+/// assert!(!wr.signaled);
+/// ```
+#[derive(Clone, Copy, Debug)]
+pub struct SendRequest<'a> {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// Gather list (READ / atomics: where the result lands).
+    pub local: &'a [LocalSlice<'a>],
+    /// The operation.
+    pub op: Opcode,
+    /// Generate a completion (default true).
+    pub signaled: bool,
+    /// Ask the peer's CQ to raise a solicited event.
+    pub solicited: bool,
+    /// Wait for earlier READs/atomics first.
+    pub fence: bool,
+    /// Inline payload copied at post time instead of `local` (SEND/WRITE only).
+    pub inline: Option<&'a [u8]>,
+    /// UD destination.
+    pub ud: Option<UdDest<'a>>,
+}
+
+impl<'a> SendRequest<'a> {
+    fn new(wr_id: u64, local: &'a [LocalSlice<'a>], op: Opcode) -> Self {
+        SendRequest {
+            wr_id,
+            local,
+            op,
+            signaled: true,
+            solicited: false,
+            fence: false,
+            inline: None,
+            ud: None,
+        }
+    }
+    /// SEND of `local`.
+    pub fn send(wr_id: u64, local: &'a [LocalSlice<'a>]) -> Self {
+        Self::new(wr_id, local, Opcode::Send)
+    }
+    /// SEND with immediate data.
+    pub fn send_with_imm(wr_id: u64, local: &'a [LocalSlice<'a>], imm: u32) -> Self {
+        Self::new(wr_id, local, Opcode::SendWithImm(imm))
+    }
+    /// SEND of `data` copied inline at post time (at most the QP's `max_inline_data`).
+    pub fn send_inline(wr_id: u64, data: &'a [u8]) -> Self {
+        SendRequest {
+            inline: Some(data),
+            ..Self::new(wr_id, &[], Opcode::Send)
+        }
+    }
+    /// RDMA WRITE of `local` to `remote`.
+    pub fn write(wr_id: u64, local: &'a [LocalSlice<'a>], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, local, Opcode::Write(remote))
+    }
+    /// RDMA WRITE with immediate data.
+    pub fn write_with_imm(
+        wr_id: u64,
+        local: &'a [LocalSlice<'a>],
+        remote: RemoteSlice,
+        imm: u32,
+    ) -> Self {
+        Self::new(wr_id, local, Opcode::WriteWithImm(remote, imm))
+    }
+    /// RDMA READ of `remote` into `local`.
+    pub fn read(wr_id: u64, local: &'a [LocalSlice<'a>], remote: RemoteSlice) -> Self {
+        Self::new(wr_id, local, Opcode::Read(remote))
+    }
+    /// Atomic compare-and-swap; the old value lands in `local` (8 bytes).
+    pub fn compare_swap(
+        wr_id: u64,
+        local: &'a [LocalSlice<'a>],
+        remote: RemoteSlice,
+        compare: u64,
+        swap: u64,
+    ) -> Self {
+        Self::new(
+            wr_id,
+            local,
+            Opcode::CompareSwap {
+                remote,
+                compare,
+                swap,
+            },
+        )
+    }
+    /// Atomic fetch-and-add; the old value lands in `local` (8 bytes).
+    pub fn fetch_add(
+        wr_id: u64,
+        local: &'a [LocalSlice<'a>],
+        remote: RemoteSlice,
+        add: u64,
+    ) -> Self {
+        Self::new(wr_id, local, Opcode::FetchAdd { remote, add })
+    }
+    /// No completion on success (errors still complete).
+    pub fn unsignaled(mut self) -> Self {
+        self.signaled = false;
+        self
+    }
+    /// Solicited event at the peer.
+    pub fn solicited(mut self) -> Self {
+        self.solicited = true;
+        self
+    }
+    /// Fence behind earlier READs/atomics.
+    pub fn fence(mut self) -> Self {
+        self.fence = true;
+        self
+    }
+    /// Copy the local data inline at post time (small SEND/WRITE).
+    pub fn inline_data(mut self, data: &'a [u8]) -> Self {
+        self.inline = Some(data);
+        self
+    }
+    /// UD: send to `remote_qpn` (Q_Key `remote_qkey`) on the device `ah` points at.
+    pub fn to(mut self, ah: &'a AddressHandle, remote_qpn: u32, remote_qkey: u32) -> Self {
+        self.ud = Some(UdDest {
+            ah,
+            remote_qpn,
+            remote_qkey,
+        });
+        self
+    }
+}
