@@ -1,0 +1,108 @@
+//! The `--check` extras: 64 KiB Write under 1% injected loss and 1,000 RC QPs.
+
+use super::*;
+
+/// `--check` extras: 64 KiB Write with 1% injected loss (a second pair of devices on the next
+/// two addresses), and 1,000 RC QPs between the two main devices.
+pub(super) fn scale_and_loss(
+    ip_a: IpAddr,
+    ip_b: IpAddr,
+    mtu: Mtu,
+    dur: Duration,
+    a: &Side,
+    passive: &mut LocalPassive,
+) -> Result<Scale, String> {
+    let next = |ip: IpAddr, k: u8| match ip {
+        IpAddr::V4(v) => {
+            let o = v.octets();
+            IpAddr::from([o[0], o[1], o[2], o[3].wrapping_add(k)])
+        }
+        v6 => v6,
+    };
+    let (la, lb) = (next(ip_a, 2), next(ip_b, 2));
+    let lossy = (|| -> Result<BwResult, String> {
+        let mut a2 = Side::open(la, mtu, 65536, 0.01)?;
+        let mut b2 = Side::open(lb, mtu, 65536, 0.01)?;
+        a2.timeout = LOSSY_QP_TIMEOUT;
+        b2.timeout = LOSSY_QP_TIMEOUT;
+        let mut p2 = LocalPassive {
+            side: b2,
+            running: None,
+        };
+        run_bw(&a2, &mut p2, Op::Write, 65536, dur * 2)
+    })();
+    let lossless = run_bw(a, passive, Op::Write, 65536, dur * 2)?;
+    // 1,000 QPs, round robin, the same total window as one QP.
+    let nqp = 1000;
+    let cq_a = a.ctx.create_cq(8192).build().map_err(e2s)?;
+    let b = &passive.side;
+    let cq_b = b.ctx.create_cq(64).build().map_err(e2s)?;
+    let mut qps = Vec::with_capacity(nqp);
+    let mut peers = Vec::with_capacity(nqp);
+    let mut mem = 0usize;
+    for _ in 0..nqp {
+        let qa = a.qp(&cq_a, 4, 1)?;
+        let qb = b.qp(&cq_b, 1, 1)?;
+        let (ea, eb) = (qa.endpoint(), qb.endpoint());
+        let qa = qa.handshake(eb).map_err(e2s)?;
+        let qb = qb.handshake(ea).map_err(e2s)?;
+        let (s, q) = qa.memory();
+        mem += s + q;
+        qps.push(qa);
+        peers.push(qb);
+    }
+    let remote = b.mr.remote_slice(..65536);
+    let local = [a.mr.slice(..65536)];
+    let depth = WINDOW_BYTES / 65536;
+    let mut per_qp = vec![0u8; nqp];
+    let mut wcs = [WorkCompletion::default(); 64];
+    let (mut outstanding, mut done, mut next_qp) = (0usize, 0u64, 0usize);
+    let qpn_index: HashMap<u32, usize> =
+        qps.iter().enumerate().map(|(i, q)| (q.qpn(), i)).collect();
+    let start = Instant::now();
+    let mut last = start;
+    let mut posting = true;
+    while posting || outstanding > 0 {
+        while posting && outstanding < depth {
+            let i = next_qp;
+            next_qp = (next_qp + 1) % nqp;
+            if per_qp[i] >= 2 {
+                continue;
+            }
+            qps[i]
+                .post(&SendRequest::write(0, &local, remote))
+                .map_err(e2s)?;
+            per_qp[i] += 1;
+            outstanding += 1;
+        }
+        let n = cq_a.poll(&mut wcs).map_err(e2s)?.len();
+        for wc in &wcs[..n] {
+            wc.result().map_err(e2s)?;
+            per_qp[qpn_index[&wc.qp_num()]] -= 1;
+            outstanding -= 1;
+            done += 1;
+        }
+        if n > 0 {
+            last = Instant::now();
+            if last - start >= dur * 2 {
+                posting = false;
+            }
+        } else if last.elapsed() > T {
+            return Err("1,000 QPs: no completion for 20 s".into());
+        }
+    }
+    let many = BwResult {
+        size: 65536,
+        iterations: done,
+        seconds: (last - start).as_secs_f64(),
+    };
+    drop(peers);
+    Ok(Scale {
+        lossless,
+        lossy: lossy.ok(),
+        lossy_ips: (la, lb),
+        many,
+        qps: nqp,
+        bytes_per_qp: mem / nqp,
+    })
+}
