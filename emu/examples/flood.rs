@@ -14,8 +14,12 @@
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use roce_emu::*;
-use roce_wire::transport::{Packet, Repr};
-use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, immdt, reth, OpFlags, Opcode, Psn};
+use roce_wire::transport::Packet;
+use roce_wire::{Opcode, Psn};
+
+#[path = "../tests/common/random_repr.rs"]
+mod random_repr;
+use random_repr::random_repr;
 use std::net::IpAddr;
 use std::sync::Arc;
 
@@ -149,66 +153,21 @@ fn main() {
         } else {
             Opcode(t | low)
         };
-        let f = op.flags();
         let psn = if rng.gen_bool(0.7) {
             0x100 + rng.gen_range(0..64)
         } else {
             rng.gen_range(0..0x100_0000)
         };
-        let mut b = bth::Repr::new(op, dest, Psn::new(psn));
-        b.ack_req = rng.gen_bool(0.7);
-        let mut r = Repr::new(b);
-        let key = if rng.gen_bool(0.8) {
-            mr.rkey
-        } else {
-            rng.gen()
-        };
-        let va = IOVA + rng.gen_range(0..LEN as u64 + 64) - 32;
-        if f.contains(OpFlags::RETH) {
-            r.reth = Some(reth::Repr {
-                va,
-                rkey: key,
-                dma_len: rng.gen_range(0..4096),
-            });
-        }
-        if f.contains(OpFlags::ATMETH) {
-            r.atomic_eth = Some(atomic_eth::Repr {
-                va: va & !7,
-                rkey: key,
-                swap_add: 1,
-                compare: 0,
-            });
-        }
-        if f.contains(OpFlags::AETH) {
-            let syn = [0x1F, 0x20, 0x60, 0x61, 0x62, 0x63][rng.gen_range(0..6)];
-            r.aeth = Some(aeth::Repr {
-                syndrome: aeth::Syndrome::from_byte(syn),
-                msn: 0,
-            });
-        }
-        if f.contains(OpFlags::ATMACK) {
-            r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: 0 });
-        }
-        if f.contains(OpFlags::IMMDT) {
-            r.immdt = Some(immdt::Repr { imm: 1 });
-        }
-        if f.contains(OpFlags::IETH) {
-            r.ieth = Some(roce_wire::ieth::Repr { rkey: key });
-        }
-        if f.contains(OpFlags::DETH) {
-            r.deth = Some(deth::Repr {
-                qkey: if rng.gen_bool(0.9) { 0x1111 } else { 1 },
-                resv: 0,
-                src_qp: 5,
-            });
-        }
-        if f.contains(OpFlags::PAYLOAD) {
-            r.set_payload_len(if rng.gen_bool(0.5) {
-                1024
-            } else {
-                rng.gen_range(0..1100)
-            });
-        }
+        let r = random_repr(
+            &mut rng,
+            op,
+            dest,
+            Psn::new(psn),
+            mr.rkey,
+            IOVA,
+            LEN as u64,
+            4096,
+        );
         let mut buf = vec![0u8; r.buffer_len()];
         r.emit(&mut Packet::new_unchecked(&mut buf[..]));
         let t = Transmit {

@@ -8,7 +8,11 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use roce_emu::*;
 use roce_wire::transport::{Packet, Repr};
-use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, immdt, reth, OpFlags, Opcode, Psn};
+use roce_wire::{bth, Opcode, Psn};
+
+#[path = "common/random_repr.rs"]
+mod random_repr;
+use random_repr::random_repr;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::net::IpAddr;
@@ -197,58 +201,8 @@ fn random_packet(rng: &mut SmallRng, b: &Dev, buf: &mut Vec<u8>) -> usize {
     } else {
         Opcode(t | low)
     };
-    let f = op.flags();
     let psn = Psn::new(base.wrapping_add(rng.gen_range(0..6)).wrapping_sub(2));
-    let mut bt = bth::Repr::new(op, dest, psn);
-    bt.ack_req = rng.gen_bool(0.7);
-    let mut r = Repr::new(bt);
-    let key = if rng.gen_bool(0.8) { b.rkey } else { rng.gen() };
-    let va = IOVA + rng.gen_range(0..LEN as u64 + 64) - 32;
-    if f.contains(OpFlags::RETH) {
-        r.reth = Some(reth::Repr {
-            va,
-            rkey: key,
-            dma_len: rng.gen_range(0..3000),
-        });
-    }
-    if f.contains(OpFlags::ATMETH) {
-        r.atomic_eth = Some(atomic_eth::Repr {
-            va: va & !7,
-            rkey: key,
-            swap_add: 1,
-            compare: 0,
-        });
-    }
-    if f.contains(OpFlags::AETH) {
-        let syn = [0x1F, 0x20, 0x60, 0x61, 0x62, 0x63][rng.gen_range(0..6)];
-        r.aeth = Some(aeth::Repr {
-            syndrome: aeth::Syndrome::from_byte(syn),
-            msn: 0,
-        });
-    }
-    if f.contains(OpFlags::ATMACK) {
-        r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig: 0 });
-    }
-    if f.contains(OpFlags::IMMDT) {
-        r.immdt = Some(immdt::Repr { imm: 1 });
-    }
-    if f.contains(OpFlags::IETH) {
-        r.ieth = Some(roce_wire::ieth::Repr { rkey: key });
-    }
-    if f.contains(OpFlags::DETH) {
-        r.deth = Some(deth::Repr {
-            qkey: if rng.gen_bool(0.9) { 0x1111 } else { 1 },
-            resv: 0,
-            src_qp: 5,
-        });
-    }
-    if f.contains(OpFlags::PAYLOAD) {
-        r.set_payload_len(if rng.gen_bool(0.5) {
-            1024
-        } else {
-            rng.gen_range(0..1100)
-        });
-    }
+    let r = random_repr(rng, op, dest, psn, b.rkey, IOVA, LEN as u64, 3000);
     let len = r.buffer_len();
     buf.resize(len.max(buf.len()), 0);
     r.emit(&mut Packet::new_unchecked(&mut buf[..len]));
