@@ -3,8 +3,8 @@
 //! status the model predicts, memory equals the model, nothing runs past the time budget, and
 //! every corrupted datagram is rejected before it is acted on.
 //!
-//! Seeds: `ROCE_PROPTEST_SEEDS` (count; default 500 / 200 / 200 / 200 in debug builds and
-//! 10000 / 3000 / 3000 / 3000 in release, for the RC model, link-death, UC and UD properties) starting
+//! Seeds: `ROCE_PROPTEST_SEEDS` (count; default 500 / 200 in debug builds and 10000 / 3000 in
+//! release, for the RC model and link-death properties; UC and UD: `prop_lossy_uc_ud.rs`) starting
 //! at `ROCE_PROPTEST_SEED0` (default 0). A failure prints the seed; rerun one seed with
 //! `ROCE_PROPTEST_SEED0=<seed> ROCE_PROPTEST_SEEDS=1`.
 mod common;
@@ -52,19 +52,10 @@ enum Op {
     },
 }
 
-fn gen_len(rng: &mut SmallRng) -> u32 {
-    match rng.gen_range(0..10) {
-        0 => 0,
-        1..=4 => rng.gen_range(1..=64),
-        5..=7 => rng.gen_range(65..=1500),
-        _ => rng.gen_range(1501..=6000),
-    }
-}
-
 fn gen_ops(rng: &mut SmallRng, n: usize) -> Vec<Op> {
     (0..n)
         .map(|_| {
-            let len = gen_len(rng);
+            let len = gen_msg_len(rng);
             let imm = rng.gen_bool(0.3).then(|| rng.gen());
             match rng.gen_range(0..6) {
                 0 | 1 => Op::Send {
@@ -451,25 +442,7 @@ fn run_ops(p: &mut Pair, rng: &mut SmallRng, seed: u64) -> std::result::Result<(
 
 #[test]
 fn random_ops_over_lossy_network_match_model() {
-    let default = if cfg!(debug_assertions) { 500 } else { 10000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut failures = Vec::new();
-    for seed in s0..s0 + n {
-        if let Err(e) = run_seed(seed) {
-            eprintln!("FAILED {}: {e}", seed_msg(seed));
-            failures.push(seed);
-            if failures.len() >= 3 {
-                break;
-            }
-        }
-    }
+    let failures = failing_seeds(prop_seeds(500, 10000), run_seed);
     assert!(
         failures.is_empty(),
         "failing seeds: {failures:?} (rerun with ROCE_PROPTEST_SEED0=<seed> ROCE_PROPTEST_SEEDS=1)"
@@ -549,7 +522,7 @@ fn run_link_death(seed: u64) -> std::result::Result<bool, String> {
     let rkey = p.b.mr.rkey;
     let mut signaled = Vec::new();
     for i in 0..n {
-        let len = gen_len(&mut rng);
+        let len = gen_msg_len(&mut rng);
         let sig = rng.gen_bool(0.7);
         let flags = if sig {
             SendFlags::SIGNALED
@@ -620,227 +593,17 @@ fn run_link_death(seed: u64) -> std::result::Result<bool, String> {
 
 #[test]
 fn link_death_yields_retry_exc_err_then_flush_within_budget() {
-    let default = if cfg!(debug_assertions) { 200 } else { 3000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut failures = Vec::new();
+    let seeds = prop_seeds(200, 3000);
+    let n = seeds.end - seeds.start;
     let mut errored = 0;
-    for seed in s0..s0 + n {
-        let r = run_link_death(seed);
-        if let Ok(true) = r {
-            errored += 1;
-        }
-        if let Err(e) = r {
-            eprintln!("FAILED {}: {e}", seed_msg(seed));
-            failures.push(seed);
-            if failures.len() >= 3 {
-                break;
-            }
-        }
-    }
+    let failures = failing_seeds(seeds, |seed| {
+        let dead = run_link_death(seed)?;
+        errored += u64::from(dead);
+        Ok(())
+    });
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     assert!(
         n < 20 || (errored > n / 10 && errored < n * 9 / 10),
         "{errored} of {n} runs hit the dead link"
     );
-}
-
-/// UC over a lossy link: every receive completion carries exactly one whole message that was
-/// sent, messages arrive in order (a subsequence of what was sent), never partially, and every
-/// send completes successfully on transmission.
-fn run_uc(seed: u64) -> std::result::Result<(), String> {
-    let mut rng = SmallRng::seed_from_u64(seed ^ 0x0C);
-    let link = LinkConfig {
-        latency_ns: rng.gen_range(500..5_000),
-        loss: rng.gen_range(0.0..0.2),
-        ..Default::default()
-    };
-    let o = Opts {
-        qp_type: QpType::Uc,
-        mtu: [Mtu::Mtu256, Mtu::Mtu1024][rng.gen_range(0..2)],
-        ..Default::default()
-    };
-    let mut p = Pair::new(seed, link, o);
-    let n = rng.gen_range(1..30u64);
-    let src = pattern(0x1_0000, seed as u8);
-    p.a.mem.store(0, &src);
-    for i in 0..n {
-        p.recv_b(i, RECV_SLOT * i, RECV_SLOT as u32);
-    }
-    let mut sent = Vec::new();
-    for i in 0..n {
-        let len = gen_len(&mut rng);
-        let off = rng.gen_range(0..0x1_0000 - len as u64);
-        sent.push((len, off));
-        p.post_a(SendWr {
-            wr_id: i,
-            sg_list: &[sge(&p.a, off, len)],
-            opcode: WrOpcode::Send,
-            send_flags: SendFlags::SIGNALED,
-            ..Default::default()
-        });
-    }
-    p.run(100);
-    let wc = p.scq_a();
-    if wc.len() as u64 != n || wc.iter().any(|w| w.status != WcStatus::Success) {
-        return Err(format!("send completions {wc:?}"));
-    }
-    let rc = p.rcq_b();
-    let mut next = 0usize;
-    for (k, w) in rc.iter().enumerate() {
-        if w.wr_id != k as u64 || w.status != WcStatus::Success {
-            return Err(format!("recv completion {k}: {w:?}"));
-        }
-        let data =
-            p.b.mem
-                .load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
-        // find the message in order
-        let found = (next..sent.len()).find(|&j| {
-            let (len, off) = sent[j];
-            len == w.byte_len && data == src[off as usize..(off + len as u64) as usize]
-        });
-        match found {
-            Some(j) => next = j + 1,
-            None => {
-                return Err(format!(
-                    "recv {k} ({} bytes) is not a whole later message",
-                    w.byte_len
-                ))
-            }
-        }
-    }
-    Ok(())
-}
-
-#[test]
-fn uc_over_lossy_network_delivers_whole_messages_in_order() {
-    let default = if cfg!(debug_assertions) { 200 } else { 3000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut failures = Vec::new();
-    for seed in s0..s0 + n {
-        if let Err(e) = run_uc(seed) {
-            eprintln!("FAILED {}: {e}", seed_msg(seed));
-            failures.push(seed);
-            if failures.len() >= 3 {
-                break;
-            }
-        }
-    }
-    assert!(failures.is_empty(), "failing seeds: {failures:?}");
-}
-
-/// UD over an impaired link, some datagrams with a wrong Q_Key: every receive completion is one
-/// whole datagram that was sent with the right Q_Key (GRH ahead of it, `src_qp` right), none
-/// with a wrong Q_Key is ever delivered, all sends complete successfully.
-fn run_ud(seed: u64) -> std::result::Result<(), String> {
-    let mut rng = SmallRng::seed_from_u64(seed ^ 0x0D0D);
-    let link = LinkConfig {
-        latency_ns: rng.gen_range(500..5_000),
-        loss: rng.gen_range(0.0..0.2),
-        duplicate: rng.gen_range(0.0..0.1),
-        reorder: rng.gen_range(0.0..0.2),
-        reorder_delay_ns: 10_000,
-        corrupt: rng.gen_range(0.0..0.05),
-        ..Default::default()
-    };
-    let mut p = Pair::new(
-        seed,
-        link,
-        Opts {
-            qp_type: QpType::Ud,
-            ..Default::default()
-        },
-    );
-    let n = rng.gen_range(1..30u64);
-    let src = pattern(0x1_0000, seed as u8);
-    p.a.mem.store(0, &src);
-    for i in 0..2 * n {
-        p.recv_b(i, RECV_SLOT * i, RECV_SLOT as u32);
-    }
-    let (pd, bip, bq, aq) = (p.a.pd, p.b.ip, p.b.qpn, p.a.qpn);
-    let ah = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();
-    let mut sent = Vec::new();
-    for i in 0..n {
-        let len = rng.gen_range(0..=1024u32);
-        let off = rng.gen_range(0..0x1_0000 - len as u64);
-        let good = rng.gen_bool(0.85);
-        let qkey = if good { 0x1111_1111 } else { 0x2222_2222 };
-        sent.push((len, off, good));
-        p.post_a(SendWr {
-            wr_id: i,
-            sg_list: &[sge(&p.a, off, len)],
-            opcode: WrOpcode::Send,
-            send_flags: SendFlags::SIGNALED,
-            ah: Some(ah),
-            remote_qpn: bq,
-            remote_qkey: qkey,
-            ..Default::default()
-        });
-    }
-    p.run(100);
-    let wc = p.scq_a();
-    if wc.len() as u64 != n || wc.iter().any(|w| w.status != WcStatus::Success) {
-        return Err(format!("send completions {wc:?}"));
-    }
-    for (k, w) in p.rcq_b().iter().enumerate() {
-        if w.wr_id != k as u64 || w.status != WcStatus::Success || w.src_qp != aq || w.byte_len < 40
-        {
-            return Err(format!("recv completion {k}: {w:?}"));
-        }
-        let got =
-            p.b.mem
-                .load((RECV_SLOT * k as u64) as usize, w.byte_len as usize);
-        if got[20] != 0x45 || got[..20] != [0; 20] {
-            return Err(format!("recv {k}: bad GRH"));
-        }
-        let body = &got[40..];
-        let ok = sent.iter().any(|&(len, off, good)| {
-            good && len as usize == body.len()
-                && body == &src[off as usize..off as usize + len as usize]
-        });
-        if !ok {
-            return Err(format!(
-                "recv {k}: {} bytes match no datagram sent with the right Q_Key",
-                body.len()
-            ));
-        }
-    }
-    Ok(())
-}
-
-#[test]
-fn ud_over_impaired_network_delivers_only_whole_valid_datagrams() {
-    let default = if cfg!(debug_assertions) { 200 } else { 3000 };
-    let n: u64 = std::env::var("ROCE_PROPTEST_SEEDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default);
-    let s0: u64 = std::env::var("ROCE_PROPTEST_SEED0")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    let mut failures = Vec::new();
-    for seed in s0..s0 + n {
-        if let Err(e) = run_ud(seed) {
-            eprintln!("FAILED {}: {e}", seed_msg(seed));
-            failures.push(seed);
-            if failures.len() >= 3 {
-                break;
-            }
-        }
-    }
-    assert!(failures.is_empty(), "failing seeds: {failures:?}");
 }

@@ -342,3 +342,45 @@ impl Drop for Pair {
         }
     }
 }
+
+/// The seeds of a property test: `ROCE_PROPTEST_SEEDS` of them (default `debug` in debug builds,
+/// `release` in release builds) from `ROCE_PROPTEST_SEED0` (default 0).
+pub fn prop_seeds(debug: u64, release: u64) -> std::ops::Range<u64> {
+    let env = |k: &str| std::env::var(k).ok().and_then(|v| v.parse::<u64>().ok());
+    let n = env("ROCE_PROPTEST_SEEDS").unwrap_or(if cfg!(debug_assertions) {
+        debug
+    } else {
+        release
+    });
+    let s0 = env("ROCE_PROPTEST_SEED0").unwrap_or(0);
+    s0..s0 + n
+}
+
+/// Runs `run` for each seed, prints every failure with its seed, stops after three; returns
+/// the failing seeds.
+pub fn failing_seeds(
+    seeds: std::ops::Range<u64>,
+    mut run: impl FnMut(u64) -> std::result::Result<(), String>,
+) -> Vec<u64> {
+    let mut failures = Vec::new();
+    for seed in seeds {
+        if let Err(e) = run(seed) {
+            eprintln!("FAILED {}: {e}", seed_msg(seed));
+            failures.push(seed);
+            if failures.len() >= 3 {
+                break;
+            }
+        }
+    }
+    failures
+}
+
+/// A message length for random tests: 0, ≤ 64, ≤ 1500 or ≤ 6000 bytes (10/40/30/20 %).
+pub fn gen_msg_len(rng: &mut impl rand::Rng) -> u32 {
+    match rng.gen_range(0..10) {
+        0 => 0,
+        1..=4 => rng.gen_range(1..=64),
+        5..=7 => rng.gen_range(65..=1500),
+        _ => rng.gen_range(1501..=6000),
+    }
+}
