@@ -74,6 +74,7 @@ macro_rules! ctx {
 }
 
 mod objects;
+mod ready;
 mod timers;
 
 /// An emulated RoCEv2 device (sans-IO).
@@ -86,7 +87,7 @@ pub struct Nic {
     sh: Shared,
     qps: QpTable,
     next_qpn: u32,
-    ready: VecDeque<u32>,
+    ready: ready::Ready,
     /// Armed QP timers, earliest first; entries whose QP no longer has that deadline are stale
     /// and dropped lazily (the top is always live after every `&mut self` call).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
@@ -141,7 +142,7 @@ impl Nic {
             },
             qps: QpTable::default(),
             next_qpn: MIN_QPN,
-            ready: VecDeque::with_capacity(64),
+            ready: ready::Ready::with_capacity(64),
             timers: BinaryHeap::with_capacity(64),
             scratch: Vec::with_capacity(64),
             active_mtu,
@@ -253,7 +254,7 @@ impl Nic {
     /// `ibv_modify_qp` with the attribute-mask rules of C.11.
     pub fn modify_qp(&mut self, qpn: u32, attr: &QpAttr, mask: QpAttrMask) -> Result<()> {
         let qp = self.qps.get_mut(qpn).ok_or(Error::NotFound)?;
-        let before = qp.next_timeout();
+        let before = qp.deadline();
         let mut ctx = ctx!(self);
         let span = self.span.clone();
         let _g = span.enter();
@@ -522,7 +523,7 @@ impl Nic {
             return;
         }
         self.sh.ctr.rcvd_pkts += 1;
-        let before = qp.next_timeout();
+        let before = qp.deadline();
         let mut ctx = ctx!(self);
         let dispatch = |qp: &mut Qp, ctx: &mut Ctx<'_>| {
             if is_req {
@@ -537,12 +538,12 @@ impl Nic {
         } else {
             dispatch(qp, &mut ctx);
         }
-        if !qp.in_ready {
+        if !qp.in_ready && qp.may_transmit() {
             qp.in_ready = true;
             self.ready.push_back(qpn);
         }
         // An unchanged deadline leaves the heap as it was (its top live): nothing to sync.
-        if qp.next_timeout() != before {
+        if qp.deadline() != before {
             self.sync_timer(qpn, before);
         }
     }
@@ -595,20 +596,25 @@ impl Nic {
             if qp.state == QpState::Reset || !qp.may_transmit() {
                 continue;
             }
-            let before = qp.next_timeout();
+            let before = qp.deadline();
             let mut ctx = ctx!(self);
             let t = match qp.responder_next(&mut ctx, buf) {
                 Some(t) => Some(t),
                 None => qp.requester_next(&mut ctx, now, buf),
             };
-            if qp.next_timeout() != before {
+            if qp.deadline() != before {
                 self.sync_timer(qpn, before);
             }
             if let Some(t) = t {
+                // Back in line only with more to send: a QP with nothing left would be popped
+                // and dropped by the next poll anyway (any input that gives it work again puts
+                // it back), so the driver's final poll costs a compare, not a QP visit.
                 if let Some(qp) = self.qps.get_mut(qpn) {
-                    qp.in_ready = true;
+                    if qp.may_transmit() {
+                        qp.in_ready = true;
+                        self.ready.push_back(qpn);
+                    }
                 }
-                self.ready.push_back(qpn);
                 self.sh.ctr.sent_pkts += 1;
                 return Some(t);
             }

@@ -7,12 +7,10 @@ use std::cmp::Reverse;
 
 impl Nic {
     /// Records `qpn`'s deadline if it changed from `before`, then drops stale heap tops.
-    pub(super) fn sync_timer(&mut self, qpn: u32, before: Option<Instant>) {
-        let now = self.qps.get(qpn).and_then(|q| q.next_timeout());
-        if now != before {
-            if let Some(t) = now {
-                self.timers.push(Reverse((t, qpn)));
-            }
+    pub(super) fn sync_timer(&mut self, qpn: u32, before: u64) {
+        let now = self.qps.get(qpn).map_or(crate::qp::NEVER, |q| q.deadline());
+        if now != before && now != crate::qp::NEVER {
+            self.timers.push(Reverse((Instant(now), qpn)));
         }
         self.clean_timers();
     }

@@ -2,7 +2,7 @@
 //! the oldest outstanding send WQE, handles implicit acknowledgement, the retry and RNR
 //! timers and their counters, and maps NAK codes to completion statuses (C.3, C.4, C.9).
 use super::responder::Pkt;
-use super::{Ctx, Qp};
+use super::{Ctx, Qp, NEVER};
 use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
@@ -49,8 +49,8 @@ impl Qp {
     /// Re-arms (or disarms) the retransmit timer after progress.
     fn rearm(&mut self, now: Instant) {
         self.comp.retrans_deadline = match self.timeout_ns {
-            Some(t) if self.req.psn.diff(self.comp.psn) > 0 => Some(now.add_nanos(t)),
-            _ => None,
+            Some(t) if self.req.psn.diff(self.comp.psn) > 0 => now.add_nanos(t).0,
+            _ => NEVER,
         };
     }
 
@@ -70,6 +70,15 @@ impl Qp {
         let comp_psn_before = self.comp.psn;
         let head_before = self.sq.head;
         let mut st = CompSt::GetWqe;
+        if self.plain_ack_completes_head(p, psn) {
+            // What GetWqe → check_psn → check_ack → WriteSend → CompAck → UpdateComp do for
+            // it, without the walk (the WQE holds no rd/atomic credit: it is no READ/atomic).
+            self.reset_retry_counters();
+            self.complete_head(ctx);
+            self.comp.opcode = None; // an ACKNOWLEDGE is an END packet
+            self.comp.psn = psn + 1;
+            st = CompSt::Done;
+        }
         loop {
             tracing::trace!(qpn = self.qpn, state = ?st, psn = psn.value(), "completer");
             st = match st {
@@ -154,7 +163,7 @@ impl Qp {
                         }
                         self.req.wait_rnr = true;
                         let us = roce_wire::aeth::rnr_timer_usec(code) as u64;
-                        self.comp.rnr_deadline = Some(now.add_nanos(us * 1000));
+                        self.comp.rnr_deadline = now.add_nanos(us * 1000).0;
                         CompSt::Done
                     } else {
                         ctx.ctr.retry_rnr_exceeded_err += 1;
@@ -185,6 +194,27 @@ impl Qp {
             self.rearm(now);
         }
         self.check_sq_drained(ctx);
+    }
+
+    /// The common response: a positive ACK carrying the last PSN of the oldest WQE, a SEND or
+    /// WRITE all of whose packets were sent, at or beyond `comp.psn`, outside a read response.
+    /// For it the state machine goes GetWqe → check_psn → check_ack (`reset_retry_counters`)
+    /// → WriteSend → CompAck; true when all of that holds.
+    #[inline]
+    fn plain_ack_completes_head(&self, p: &Pkt<'_>, psn: roce_wire::Psn) -> bool {
+        if p.opcode() != Opcode::RC_ACKNOWLEDGE
+            || self.comp.opcode.is_some()
+            || self.sq.head == self.sq.tail
+            || psn.diff(self.comp.psn) < 0
+        {
+            return false;
+        }
+        // an ACK syndrome is 000xxxxx
+        if p.aeth().map_or(true, |a| a.syndrome_byte() >> 5 != 0) {
+            return false;
+        }
+        let w = self.sq.get(self.sq.head);
+        w.state == WqeState::Pending && !w.opcode.is_rd_atomic() && w.last_psn == psn
     }
 
     /// rxe `check_psn`.
@@ -413,13 +443,13 @@ impl Qp {
 
     /// Timer expiry: the local ACK timeout and the RNR NAK timer.
     pub(crate) fn on_timeout(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
-        if self.comp.rnr_deadline.is_some_and(|d| d <= now) {
-            self.comp.rnr_deadline = None;
+        if self.comp.rnr_deadline != NEVER && self.comp.rnr_deadline <= now.0 {
+            self.comp.rnr_deadline = NEVER;
             self.req.wait_rnr = false;
             self.req.need_retry = true;
         }
-        if self.comp.retrans_deadline.is_some_and(|d| d <= now) {
-            self.comp.retrans_deadline = None;
+        if self.comp.retrans_deadline != NEVER && self.comp.retrans_deadline <= now.0 {
+            self.comp.retrans_deadline = NEVER;
             if self.qp_type == QpType::Rc && matches!(self.state, QpState::Rts | QpState::Sqd) {
                 if self.error_retry(ctx, Trigger::Timeout) == CompSt::Error {
                     let h = self.sq.head;

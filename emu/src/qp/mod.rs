@@ -5,6 +5,7 @@
 //! completes send WQEs.
 pub(crate) mod completer;
 mod ctx;
+mod packet;
 pub(crate) mod requester;
 pub(crate) mod responder;
 mod response;
@@ -125,15 +126,34 @@ impl ReqState {
 }
 
 /// Completer variables (rxe `qp->comp`).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct CompState {
     pub psn: Psn,
     pub opcode: Option<Opcode>,
     pub retry_cnt: u8,
     pub rnr_retry: u8,
     pub started_retry: bool,
-    pub retrans_deadline: Option<Instant>,
-    pub rnr_deadline: Option<Instant>,
+    /// Local ACK timer deadline in virtual nanoseconds, [`NEVER`] when disarmed.
+    pub retrans_deadline: u64,
+    /// RNR NAK timer deadline in virtual nanoseconds, [`NEVER`] when disarmed.
+    pub rnr_deadline: u64,
+}
+
+/// A disarmed deadline (plain integers: the earliest of two is one `min`, no `Option` match).
+pub(crate) const NEVER: u64 = u64::MAX;
+
+impl Default for CompState {
+    fn default() -> Self {
+        CompState {
+            psn: Psn::default(),
+            opcode: None,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            started_retry: false,
+            retrans_deadline: NEVER,
+            rnr_deadline: NEVER,
+        }
+    }
 }
 
 /// A responder resource: what a duplicate READ or atomic needs to be replayed.
@@ -590,8 +610,8 @@ impl Qp {
         }
         let was = self.state;
         self.set_state(QpState::Err);
-        self.comp.retrans_deadline = None;
-        self.comp.rnr_deadline = None;
+        self.comp.retrans_deadline = NEVER;
+        self.comp.rnr_deadline = NEVER;
         self.flush(ctx);
         if was != QpState::Err && self.srq.is_some() {
             ctx.events.push_back(AsyncEvent::Qp {
@@ -708,12 +728,17 @@ impl Qp {
             || self.sq.req != self.sq.tail
     }
 
+    /// Earliest armed timer, in virtual nanoseconds ([`NEVER`] when none is armed).
+    #[inline]
+    pub fn deadline(&self) -> u64 {
+        self.comp.retrans_deadline.min(self.comp.rnr_deadline)
+    }
+
     /// Earliest armed timer.
+    #[inline]
     pub fn next_timeout(&self) -> Option<Instant> {
-        match (self.comp.retrans_deadline, self.comp.rnr_deadline) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let d = self.deadline();
+        (d != NEVER).then_some(Instant(d))
     }
 
     /// Bytes of per-QP state, excluding queue storage.

@@ -3,14 +3,15 @@
 //! the AckReq cadence (A.9), the window (128 PSNs as rxe, adaptive under loss), initiator-depth
 //! credits, fences, and the retry rewind to `comp.psn` (C.4), whose first packet a NAK retry
 //! sends twice.
-use super::{Ctx, Path, Qp, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
+use super::packet::RequestHeaders;
+use super::{Ctx, Path, Qp, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, NEVER};
 use crate::net::Transmit;
 use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
 use roce_wire::opcode::Transport;
 use roce_wire::transport::Repr;
-use roce_wire::{atomic_eth, bth, deth, ieth, immdt, reth, OpFlags, Opcode};
+use roce_wire::{OpFlags, Opcode};
 
 /// Writes `repr`'s headers into `buf`; `None` when the buffer is too small.
 #[inline]
@@ -215,29 +216,28 @@ impl Qp {
         mtu: u32,
         buf: &mut [u8],
     ) -> Option<Transmit> {
-        let mut w = *self.sq.get(i);
-        let resid = w.length - w.sent;
-        let cont = w.sent > 0 && !w.opcode.is_rd_atomic();
+        let w = self.sq.get(i);
+        let (wop, length, sent) = (w.opcode, w.length, w.sent);
+        let resid = length - sent;
+        let cont = sent > 0 && !wop.is_rd_atomic();
         let fits = resid <= mtu;
-        let op = next_opcode(self.qp_type, w.opcode, cont, fits);
-        let flags = op.flags();
+        let op = next_opcode(self.qp_type, wop, cont, fits);
+        let info = op.info();
+        let flags = info.flags;
         let (path, dest_qp) = if self.qp_type == QpType::Ud {
             let av = w.av?;
             (Path::from_av(&av, &ctx.gids)?, w.remote_qpn)
         } else {
             (self.path?, self.attr.dest_qp_num)
         };
-        let mut b = bth::Repr::new(op, dest_qp, self.req.psn);
         let end = flags.contains(OpFlags::END);
-        if end
+        let se = end
             && w.flags.contains(SendFlags::SOLICITED)
-            && (w.opcode.is_send() || w.opcode == WrOpcode::RdmaWriteWithImm)
-        {
-            b.se = true;
-        }
+            && (wop.is_send() || wop == WrOpcode::RdmaWriteWithImm);
+        let mut ack_req = false;
         if self.qp_type == QpType::Rc {
             if end {
-                b.ack_req = true;
+                ack_req = true;
             } else {
                 let n = self.req.noack_pkts;
                 self.req.noack_pkts += 1;
@@ -246,62 +246,40 @@ impl Qp {
                 // its edge: the pipe stays full, and a loss is followed by packets that reveal
                 // it (NAK) instead of a silence only the local ACK timer ends.
                 let w = self.req.window;
-                b.ack_req = n > MAX_PKT_PER_ACK || (w < MAX_UNACKED_PSNS && n + 1 >= w / 4);
+                ack_req = n > MAX_PKT_PER_ACK || (w < MAX_UNACKED_PSNS && n + 1 >= w / 4);
             }
-            if b.ack_req {
+            if ack_req {
                 self.req.noack_pkts = 0;
             }
         }
-        let mut r = Repr::new(b);
         let payload = if flags.contains(OpFlags::PAYLOAD) {
             resid.min(mtu)
         } else {
             0
         };
-        if flags.contains(OpFlags::RETH) {
-            r.reth = Some(reth::Repr {
-                va: w.remote_addr.wrapping_add(w.sent as u64),
-                rkey: w.rkey,
-                dma_len: resid,
-            });
-        }
-        if flags.contains(OpFlags::ATMETH) {
-            let (swap_add, compare) = match w.opcode {
-                WrOpcode::AtomicCmpAndSwp => (w.swap, w.compare_add),
-                _ => (w.compare_add, 0),
-            };
-            r.atomic_eth = Some(atomic_eth::Repr {
-                va: w.remote_addr,
-                rkey: w.rkey,
-                swap_add,
-                compare,
-            });
-        }
-        if flags.contains(OpFlags::IMMDT) {
-            r.immdt = Some(immdt::Repr { imm: w.imm });
-        }
-        if flags.contains(OpFlags::IETH) {
-            r.ieth = Some(ieth::Repr { rkey: w.inv_rkey });
-        }
-        if flags.contains(OpFlags::DETH) {
-            r.deth = Some(deth::Repr {
-                qkey: w.remote_qkey,
-                resv: 0,
-                src_qp: self.qpn,
-            });
-        }
-        r.set_payload_len(payload as usize);
-        let len = emit_headers(&r, buf)?;
+        let w = self.sq.get(i);
+        let hdr = RequestHeaders {
+            op,
+            se,
+            ack_req,
+            dest_qp,
+            psn: self.req.psn,
+            src_qp: self.qpn,
+            wqe: w,
+            resid,
+            payload,
+        };
+        let len = hdr.emit(buf)?;
         if payload > 0 {
-            let off = r.header_len();
+            let off = info.hdr_len as usize;
             let dst = &mut buf[off..off + payload as usize];
             let ok = if w.inline {
                 let src = self.sq.inline_of(i);
-                dst.copy_from_slice(&src[w.sent as usize..(w.sent + payload) as usize]);
+                dst.copy_from_slice(&src[sent as usize..(sent + payload) as usize]);
                 true
             } else {
                 ctx.mrs
-                    .gather(self.pd, self.sq.sges_of(i), w.sent as u64, dst)
+                    .gather(self.pd, self.sq.sges_of(i), sent as u64, dst)
                     .is_ok()
             };
             if !ok {
@@ -309,46 +287,42 @@ impl Qp {
                     self.pd,
                     self.sq.sges_of(i),
                     AccessFlags::EMPTY,
-                    w.sent as u64,
+                    sent as u64,
                     payload as u64,
                 );
                 if let Some(f) = f {
                     ctx.diag(self.qpn, crate::diag::Diagnostic::LocalProtection(f));
                 }
-                w.status = WcStatus::LocProtErr;
-                w.state = WqeState::Error;
-                *self.sq.get_mut(i) = w;
+                let e = self.sq.get_mut(i);
+                e.status = WcStatus::LocProtErr;
+                e.state = WqeState::Error;
                 self.sq.req = i.wrapping_add(1);
                 self.local_error(ctx);
                 return None;
             }
         }
         // rxe update_wqe_psn / update_wqe_state / update_state
-        let start = flags.contains(OpFlags::START);
-        if start {
-            let num_pkt =
-                if w.opcode == WrOpcode::RdmaRead || w.opcode.is_send() || w.opcode.is_write() {
-                    resid.div_ceil(mtu).max(1)
-                } else {
-                    1
-                };
-            w.first_psn = self.req.psn;
-            w.last_psn = self.req.psn + (num_pkt - 1);
-            if w.sent == 0 {
-                w.orig_first_psn = w.first_psn;
+        let psn = self.req.psn;
+        let e = self.sq.get_mut(i);
+        if flags.contains(OpFlags::START) {
+            let num_pkt = if wop == WrOpcode::RdmaRead || wop.is_send() || wop.is_write() {
+                resid.div_ceil(mtu).max(1)
+            } else {
+                1
+            };
+            e.first_psn = psn;
+            e.last_psn = psn + (num_pkt - 1);
+            if sent == 0 {
+                e.orig_first_psn = psn;
             }
         }
         if flags.contains(OpFlags::READ) {
-            self.req.psn = w.last_psn + 1;
-            w.sent = w.length;
+            self.req.psn = e.last_psn + 1;
+            e.sent = length;
         } else {
-            self.req.psn += 1;
-            w.sent += payload;
+            self.req.psn = psn + 1;
+            e.sent = sent + payload;
         }
-        if self.req.psn.diff(self.req.psn_hi) > 0 {
-            self.req.psn_hi = self.req.psn;
-        }
-        let e = self.sq.get_mut(i);
         e.state = if end {
             if self.qp_type == QpType::Rc {
                 WqeState::Pending
@@ -358,16 +332,15 @@ impl Qp {
         } else {
             WqeState::Processing
         };
-        e.first_psn = w.first_psn;
-        e.last_psn = w.last_psn;
-        e.orig_first_psn = w.orig_first_psn;
-        e.sent = w.sent;
+        if self.req.psn.diff(self.req.psn_hi) > 0 {
+            self.req.psn_hi = self.req.psn;
+        }
         if end {
             self.sq.req = i.wrapping_add(1);
         }
         if self.qp_type == QpType::Rc {
-            if let (Some(t), None) = (self.timeout_ns, self.comp.retrans_deadline) {
-                self.comp.retrans_deadline = Some(now.add_nanos(t));
+            if let (Some(t), NEVER) = (self.timeout_ns, self.comp.retrans_deadline) {
+                self.comp.retrans_deadline = now.add_nanos(t).0;
             }
         }
         let t = finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len)?;
