@@ -598,10 +598,14 @@ impl Nic {
             }
             let before = qp.deadline();
             let mut ctx = ctx!(self);
-            let t = match qp.responder_next(&mut ctx, buf) {
-                Some(t) => Some(t),
-                None => qp.requester_next(&mut ctx, now, buf),
-            };
+            // (responses first; an empty job queue needs no call to find out)
+            let mut t = None;
+            if !qp.resp.jobs.is_empty() {
+                t = qp.responder_next(&mut ctx, buf);
+            }
+            if t.is_none() {
+                t = qp.requester_next(&mut ctx, now, buf);
+            }
             if qp.deadline() != before {
                 self.sync_timer(qpn, before);
             }

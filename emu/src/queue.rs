@@ -76,27 +76,34 @@ impl SendQueue {
             tail: 0,
         }
     }
+    #[inline]
     pub fn cap(&self) -> u32 {
         self.wqes.len() as u32
     }
+    #[inline]
     pub fn len(&self) -> u32 {
         self.tail.wrapping_sub(self.head)
     }
+    #[inline]
     pub fn slot(&self, i: u32) -> usize {
         (i % self.cap()) as usize
     }
+    #[inline]
     pub fn get(&self, i: u32) -> &SendWqe {
         &self.wqes[self.slot(i)]
     }
+    #[inline]
     pub fn get_mut(&mut self, i: u32) -> &mut SendWqe {
         let s = self.slot(i);
         &mut self.wqes[s]
     }
+    #[inline]
     pub fn sges_of(&self, i: u32) -> &[Sge] {
         let s = self.slot(i);
         let w = &self.wqes[s];
         &self.sges[s * self.max_sge..s * self.max_sge + w.num_sge as usize]
     }
+    #[inline]
     pub fn inline_of(&self, i: u32) -> &[u8] {
         let s = self.slot(i);
         let w = &self.wqes[s];
@@ -136,15 +143,19 @@ impl RecvQueue {
             tail: 0,
         }
     }
+    #[inline]
     pub fn cap(&self) -> u32 {
         self.wqes.len() as u32
     }
+    #[inline]
     pub fn len(&self) -> u32 {
         self.tail.wrapping_sub(self.head)
     }
+    #[inline]
     fn slot(&self, i: u32) -> usize {
         (i % self.cap()) as usize
     }
+    #[inline]
     pub fn push(&mut self, wr_id: u64, sges: &[Sge]) -> bool {
         if self.len() >= self.cap() || sges.len() > self.max_sge {
             return false;
@@ -159,6 +170,7 @@ impl RecvQueue {
         self.tail = self.tail.wrapping_add(1);
         true
     }
+    #[inline]
     pub fn front(&self) -> Option<(&RecvWqe, &[Sge])> {
         if self.len() == 0 {
             return None;
@@ -170,6 +182,7 @@ impl RecvQueue {
             &self.sges[s * self.max_sge..s * self.max_sge + w.num_sge as usize],
         ))
     }
+    #[inline]
     pub fn pop(&mut self) {
         if self.len() > 0 {
             self.head = self.head.wrapping_add(1);

@@ -103,12 +103,13 @@ impl Nic {
         let Some(c) = self.sh.cqs.get_mut(cq.0) else {
             return 0;
         };
-        let mut n = 0;
-        while n < wc.len() {
-            let Some(w) = c.q.pop_front() else { break };
-            wc[n] = w;
-            n += 1;
-        }
+        // copied out in (at most two) contiguous runs, then dropped from the queue at once
+        let n = wc.len().min(c.q.len());
+        let (a, b) = c.q.as_slices();
+        let na = n.min(a.len());
+        wc[..na].copy_from_slice(&a[..na]);
+        wc[na..n].copy_from_slice(&b[..n - na]);
+        c.q.drain(..n);
         n
     }
 

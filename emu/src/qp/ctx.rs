@@ -52,6 +52,7 @@ impl Shared {
     }
 
     /// Posts a completion; false (and a CQ error event) when the CQ is full.
+    #[inline]
     pub fn cq_post(&mut self, cq: Cq, wc: WorkCompletion, solicited: bool) -> bool {
         let Some(c) = self.cqs.get_mut(cq.0) else {
             return false;

@@ -319,14 +319,12 @@ impl Qp {
     ) -> Result<(), RespErr> {
         let mrs = ctx.mrs;
         let ud = self.qp_type == QpType::Ud;
-        let mut grh = [0u8; 40];
-        if ud {
-            build_grh(&mut grh, meta, p.into_inner().len());
-        }
         let res = {
             let (sges, _) = self.cur_recv_sges();
             let mut res = Ok(());
             if ud {
+                let mut grh = [0u8; 40];
+                build_grh(&mut grh, meta, p.into_inner().len());
                 res = mrs.scatter(self.pd, sges, 0, &grh);
             }
             if res.is_ok() {
@@ -524,16 +522,19 @@ impl Qp {
                 wc.byte_len = self.resp.send_off;
                 ctx.ctr.rdma_recvs += 1;
             }
-            if let Some(i) = p.immdt() {
-                wc.wc_flags |= WcFlags::WITH_IMM;
-                wc.imm_data = i.imm();
-            }
-            if let Some(i) = p.ieth() {
-                wc.wc_flags |= WcFlags::WITH_INV;
-                wc.imm_data = i.rkey();
-            }
-            if let Some(d) = p.deth() {
-                wc.src_qp = d.src_qp();
+            // (the flags say which headers the opcode has: no table walk for absent ones)
+            if flags.intersects(OpFlags::IMMDT | OpFlags::IETH | OpFlags::DETH) {
+                if let Some(i) = p.immdt() {
+                    wc.wc_flags |= WcFlags::WITH_IMM;
+                    wc.imm_data = i.imm();
+                }
+                if let Some(i) = p.ieth() {
+                    wc.wc_flags |= WcFlags::WITH_INV;
+                    wc.imm_data = i.rkey();
+                }
+                if let Some(d) = p.deth() {
+                    wc.src_qp = d.src_qp();
+                }
             }
         }
         self.resp.send_off = 0;

@@ -9,6 +9,7 @@ use roce_wire::transport::Repr;
 use roce_wire::{atomic_ack_eth, bth, OpFlags, Opcode, Psn};
 
 impl Qp {
+    #[inline]
     pub(super) fn push_job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
         if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) =
             (job, self.resp.jobs.back())
@@ -26,6 +27,7 @@ impl Qp {
         self.resp.jobs.push_back(job);
     }
 
+    #[inline]
     pub(super) fn ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, syndrome: u8) {
         let msn = self.resp.msn;
         self.push_job(ctx, Job::Ack { psn, syndrome, msn });
