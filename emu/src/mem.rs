@@ -368,8 +368,14 @@ impl MrTable {
 }
 
 /// Total length of a scatter/gather list (saturating).
+#[inline]
 pub(crate) fn sge_total(sges: &[Sge]) -> u64 {
-    sges.iter().map(|s| s.length as u64).sum()
+    match sges {
+        // the common lists, without the unrolled loop's set-up
+        [] => 0,
+        [s] => s.length as u64,
+        _ => sges.iter().map(|s| s.length as u64).sum(),
+    }
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
 use roce_wire::aeth::{NakCode, Syndrome};
-use roce_wire::{OpFlags, Opcode};
+use roce_wire::{OpFlags, Opcode, Psn};
 
 /// rxe `enum comp_state`, reduced to the states that carry decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,9 +57,6 @@ impl Qp {
     /// Handles one response packet (ACK flag set in the opcode table).
     pub(crate) fn on_response(&mut self, ctx: &mut Ctx<'_>, now: Instant, p: &Pkt<'_>) {
         let psn = p.bth().psn();
-        let op = p.opcode();
-        let flags = p.info().flags;
-        let syn = p.aeth().map(|a| a.syndrome());
         // A response for a PSN this QP never transmitted (at or beyond the highest PSN sent)
         // acknowledges nothing: it is forged or misrouted. rxe's check_psn would complete the
         // oldest WQE on it (a "ghost" ACK / NAK / read response); we drop it.
@@ -69,7 +66,6 @@ impl Qp {
         }
         let comp_psn_before = self.comp.psn;
         let head_before = self.sq.head;
-        let mut st = CompSt::GetWqe;
         if self.plain_ack_completes_head(p, psn) {
             // What GetWqe → check_psn → check_ack → WriteSend → CompAck → UpdateComp do for
             // it, without the walk (the WQE holds no rd/atomic credit: it is no READ/atomic).
@@ -77,8 +73,29 @@ impl Qp {
             self.complete_head(ctx);
             self.comp.opcode = None; // an ACKNOWLEDGE is an END packet
             self.comp.psn = psn + 1;
-            st = CompSt::Done;
+        } else if !self.walk_states(ctx, now, p, psn) {
+            return;
         }
+        if self.comp.psn != comp_psn_before || self.sq.head != head_before {
+            if !self.req.need_retry {
+                let acked = self.comp.psn.diff(comp_psn_before);
+                if acked > 0 {
+                    self.req.window_grow(acked as u32);
+                }
+            }
+            self.rearm(now);
+        }
+        self.check_sq_drained(ctx);
+    }
+
+    /// rxe's completer state machine from `COMPST_GET_WQE` for response `p` (PSN `psn`); false
+    /// when it ended in the error state (WQE completed in error, QP moved to ERR).
+    #[inline(never)]
+    fn walk_states(&mut self, ctx: &mut Ctx<'_>, now: Instant, p: &Pkt<'_>, psn: Psn) -> bool {
+        let op = p.opcode();
+        let flags = p.info().flags;
+        let syn = p.aeth().map(|a| a.syndrome());
+        let mut st = CompSt::GetWqe;
         loop {
             tracing::trace!(qpn = self.qpn, state = ?st, psn = psn.value(), "completer");
             st = match st {
@@ -179,21 +196,11 @@ impl Qp {
                     }
                     self.complete_head(ctx);
                     self.to_error(ctx);
-                    return;
+                    return false;
                 }
-                CompSt::Done => break,
+                CompSt::Done => return true,
             };
         }
-        if self.comp.psn != comp_psn_before || self.sq.head != head_before {
-            if !self.req.need_retry {
-                let acked = self.comp.psn.diff(comp_psn_before);
-                if acked > 0 {
-                    self.req.window_grow(acked as u32);
-                }
-            }
-            self.rearm(now);
-        }
-        self.check_sq_drained(ctx);
     }
 
     /// The common response: a positive ACK carrying the last PSN of the oldest WQE, a SEND or
@@ -201,7 +208,7 @@ impl Qp {
     /// For it the state machine goes GetWqe → check_psn → check_ack (`reset_retry_counters`)
     /// → WriteSend → CompAck; true when all of that holds.
     #[inline]
-    fn plain_ack_completes_head(&self, p: &Pkt<'_>, psn: roce_wire::Psn) -> bool {
+    fn plain_ack_completes_head(&self, p: &Pkt<'_>, psn: Psn) -> bool {
         if p.opcode() != Opcode::RC_ACKNOWLEDGE
             || self.comp.opcode.is_some()
             || self.sq.head == self.sq.tail

@@ -141,16 +141,8 @@ impl Qp {
             return None;
         }
         let mut dup = false;
-        if self.req.need_retry {
-            self.req_retry();
-            self.req.need_retry = false;
-            dup = std::mem::take(&mut self.req.dup_next_retry);
-            self.req.dup_head = None;
-        } else if let Some(p) = self.req.dup_head.take() {
-            // The second copy of a retry's first packet, if nothing moved since the first.
-            if self.comp.psn == p && self.req.psn == p + 1 {
-                self.req_retry();
-            }
+        if self.req.need_retry || self.req.dup_head.is_some() {
+            dup = self.rewind();
         }
         loop {
             if self.sq.req == self.sq.tail {
@@ -183,10 +175,7 @@ impl Qp {
             }
             let mtu = self.seg_mtu(ctx.port_mtu);
             if self.qp_type == QpType::Ud && length > mtu {
-                // C10-93.1.1: silently "sent"
-                self.sq.get_mut(i).state = WqeState::Done;
-                self.sq.req = i.wrapping_add(1);
-                self.complete_done(ctx);
+                self.skip_oversized(ctx, i);
                 continue;
             }
             let psn = self.req.psn;
@@ -206,6 +195,57 @@ impl Qp {
             }
             return t;
         }
+    }
+
+    /// A retry (or the second copy of its first packet) is due: rewind the requester. True
+    /// when the packet about to be built may have to go out twice (deviation 14).
+    #[cold]
+    #[inline(never)]
+    fn rewind(&mut self) -> bool {
+        if self.req.need_retry {
+            self.req_retry();
+            self.req.need_retry = false;
+            self.req.dup_head = None;
+            std::mem::take(&mut self.req.dup_next_retry)
+        } else {
+            if let Some(p) = self.req.dup_head.take() {
+                // The second copy of a retry's first packet, if nothing moved since the first.
+                if self.comp.psn == p && self.req.psn == p + 1 {
+                    self.req_retry();
+                }
+            }
+            false
+        }
+    }
+
+    /// C10-93.1.1: a UD WQE longer than the MTU is silently "sent".
+    #[cold]
+    #[inline(never)]
+    fn skip_oversized(&mut self, ctx: &mut Ctx<'_>, i: u32) {
+        self.sq.get_mut(i).state = WqeState::Done;
+        self.sq.req = i.wrapping_add(1);
+        self.complete_done(ctx);
+    }
+
+    /// The local gather for WQE `i` failed: diagnose, fail the WQE, QP to error.
+    #[cold]
+    #[inline(never)]
+    fn gather_failed(&mut self, ctx: &mut Ctx<'_>, i: u32, sent: u32, payload: u32) {
+        let f = ctx.mrs.classify_sges(
+            self.pd,
+            self.sq.sges_of(i),
+            AccessFlags::EMPTY,
+            sent as u64,
+            payload as u64,
+        );
+        if let Some(f) = f {
+            ctx.diag(self.qpn, crate::diag::Diagnostic::LocalProtection(f));
+        }
+        let e = self.sq.get_mut(i);
+        e.status = WcStatus::LocProtErr;
+        e.state = WqeState::Error;
+        self.sq.req = i.wrapping_add(1);
+        self.local_error(ctx);
     }
 
     fn build_request(
@@ -283,21 +323,7 @@ impl Qp {
                     .is_ok()
             };
             if !ok {
-                let f = ctx.mrs.classify_sges(
-                    self.pd,
-                    self.sq.sges_of(i),
-                    AccessFlags::EMPTY,
-                    sent as u64,
-                    payload as u64,
-                );
-                if let Some(f) = f {
-                    ctx.diag(self.qpn, crate::diag::Diagnostic::LocalProtection(f));
-                }
-                let e = self.sq.get_mut(i);
-                e.status = WcStatus::LocProtErr;
-                e.state = WqeState::Error;
-                self.sq.req = i.wrapping_add(1);
-                self.local_error(ctx);
+                self.gather_failed(ctx, i, sent, payload);
                 return None;
             }
         }

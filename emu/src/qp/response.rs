@@ -34,7 +34,22 @@ impl Qp {
     }
 
     /// Produces the next queued response packet (ACK/NAK, read response, atomic ACK).
+    #[inline]
     pub(crate) fn responder_next(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+        // ACK/NAK, the common job: BTH + AETH written in place, nothing else to look at
+        if let Some(&Job::Ack { psn, syndrome, msn }) = self.resp.jobs.front() {
+            let path = self.path.as_ref()?;
+            let dqp = self.attr.dest_qp_num;
+            let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
+            self.resp.jobs.pop_front();
+            return super::requester::finish(path, self.src_port, ctx.tx_ipv4_id, buf, len);
+        }
+        self.responder_next_other(ctx, buf)
+    }
+
+    /// [`Qp::responder_next`] for the other jobs (atomic ACK, READ response).
+    #[inline(never)]
+    fn responder_next_other(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
         loop {
             let job = *self.resp.jobs.front()?;
             let path = self.path?;
