@@ -46,6 +46,7 @@ impl Device {
             comp: HashMap::new(),
             async_handler: None,
             tx_deferred: false,
+            doorbell: Doorbell::default(),
             sock,
         };
         let shared = Arc::new(Shared {
@@ -54,6 +55,8 @@ impl Device {
             waker,
             stop: AtomicBool::new(false),
             app_last: AtomicU64::new(0),
+            doorbell_at: AtomicU64::new(u64::MAX),
+            thread_until: AtomicU64::new(u64::MAX),
             thread_deadline: AtomicU64::new(u64::MAX),
             ctr: RuntimeCounters::default(),
             icrc: IcrcCounters::default(),
@@ -98,8 +101,10 @@ impl Device {
     pub fn with_nic<R>(&self, f: impl FnOnce(&mut Nic) -> R) -> R {
         let mut e = self.shared.lock();
         let now = self.shared.now();
-        if e.tx_deferred {
-            // Before e.g. destroy_qp: a deferred final ACK must leave first.
+        e.doorbell.interrupt();
+        if e.tx_deferred || e.doorbell.pending() {
+            // Before e.g. destroy_qp or modify_qp: a deferred final ACK, or posts waiting for
+            // their doorbell, must leave first.
             self.shared.transmit(&mut e, now);
         }
         let r = f(&mut e.nic);
@@ -109,16 +114,30 @@ impl Device {
         r
     }
 
-    /// `ibv_post_send` of one WR and an immediate transmit (inline progress).
+    /// `ibv_post_send` of one WR. The first post after anything else transmits at once
+    /// (inline progress); a post that directly follows another one (no poll in between, within
+    /// [`DOORBELL_BURST_NS`]) rings a deferred doorbell instead, so a burst of one-WR posts
+    /// leaves in one `sendmmsg` (see `Doorbell`).
     pub fn post_send(
         &self,
         qpn: u32,
         wr: &roce_emu::SendWr<'_>,
         inline: Option<&[u8]>,
     ) -> roce_emu::Result<()> {
-        let mut e = self.shared.lock();
+        let sh = &self.shared;
+        let mut e = sh.lock();
         e.nic.post_send_inline(qpn, wr, inline)?;
-        self.shared.progress(&mut e, Origin::Post);
+        let now = sh.now();
+        let bytes = match inline {
+            Some(d) => d.len() as u64,
+            None => wr.sg_list.iter().map(|s| s.length as u64).sum(),
+        };
+        if e.doorbell.defer(now.as_nanos(), bytes) {
+            sh.ctr.tx_doorbell_deferred.fetch_add(1, Relaxed);
+            sh.arm_doorbell(now);
+        } else {
+            sh.progress(&mut e, Origin::Post);
+        }
         Ok(())
     }
 
@@ -161,11 +180,19 @@ impl Device {
     /// transmit) in the caller's thread and looks again.
     pub fn poll_cq(&self, cq: Cq, wc: &mut [WorkCompletion]) -> usize {
         let mut e = self.shared.lock();
+        let sh = &self.shared;
         let n = e.nic.poll_cq(cq, wc);
         if n > 0 || wc.is_empty() {
+            if e.doorbell.pending() {
+                // The end of a burst of posts: ring the deferred doorbell now.
+                let now = sh.now();
+                sh.timers_and_transmit(&mut e, now);
+                sh.dispatch_events(&mut e);
+            }
+            e.doorbell.interrupt();
             return n;
         }
-        let sh = &self.shared;
+        e.doorbell.interrupt();
         let now = sh.now();
         sh.app_last.store(now.as_nanos().max(1), Relaxed);
         sh.ctr.progress_inline.fetch_add(1, Relaxed);
@@ -188,12 +215,31 @@ impl Device {
     /// One inline progress run (receive, timers, transmit, events); returns the datagrams moved.
     pub fn progress(&self) -> usize {
         let mut e = self.shared.lock();
+        e.doorbell.interrupt();
         self.shared.progress(&mut e, Origin::Poll)
     }
 
     /// `ibv_req_notify_cq`: arms `cq`; the next (solicited) completion calls its comp handler.
+    /// A program that asks for a notification is about to wait: deferred posts leave now.
     pub fn req_notify_cq(&self, cq: Cq, solicited_only: bool) -> roce_emu::Result<()> {
-        self.shared.lock().nic.req_notify_cq(cq, solicited_only)
+        let sh = &self.shared;
+        // The program is about to wait for an event, not to poll: the thread must receive for
+        // it. Wake it if it sleeps longer than the 200 µs polling window (its back-off).
+        sh.app_last.store(0, Relaxed);
+        if sh.thread_until.load(SeqCst) != u64::MAX
+            && sh.thread_until.load(SeqCst) > sh.now().as_nanos() + APP_ACTIVE_NS
+        {
+            sh.waker.wake();
+        }
+        let mut e = self.shared.lock();
+        e.doorbell.interrupt();
+        let r = e.nic.req_notify_cq(cq, solicited_only);
+        if e.doorbell.pending() {
+            let now = self.shared.now();
+            self.shared.timers_and_transmit(&mut e, now);
+            self.shared.dispatch_events(&mut e);
+        }
+        r
     }
 
     /// Sets (or clears) the handler called when `cq` produces a completion-channel event.

@@ -63,24 +63,27 @@
 
 mod config;
 mod device;
+mod doorbell;
 mod fault;
 mod progress;
 pub mod stat;
 mod transmit;
 
 pub use config::{default_stat_dir, Config};
+pub use doorbell::{DOORBELL_BURST_NS, DOORBELL_BYTES, DOORBELL_NS, DOORBELL_WRS};
 pub use fault::{Fault, FaultVerdict};
 
 use crate::udp::coalesce::{TxBatch, TxMeta};
 use crate::udp::headers::patch_icrc_udp_sport;
 use crate::udp::{IcrcCounters, IcrcVerdict, RecvBatch, Socket, SocketConfig, Wait, Waker};
+use doorbell::Doorbell;
 use progress::progress_thread;
 use roce_emu::sim::{PacketSink, PcapSink};
 use roce_emu::{AsyncEvent, Cq, Instant, Nic, NicConfig, RxMeta, WorkCompletion};
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed, Ordering::SeqCst};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -95,6 +98,8 @@ pub type AsyncHandler = Arc<dyn Fn(AsyncEvent) + Send + Sync>;
 const MAX_PACKET: usize = 4096 + 64;
 /// The program counts as "progressing by itself" this long after its last inline progress.
 const APP_ACTIVE_NS: u64 = 200_000;
+/// While it keeps polling, the background thread looks again after 200 µs, 400 µs, … up to this.
+const APP_ACTIVE_MAX_NS: u64 = 6_400_000;
 
 /// Runtime counters (datapath side; the engine's are in [`roce_emu::Counters`]).
 #[derive(Debug, Default)]
@@ -129,6 +134,11 @@ pub struct RuntimeCounters {
     pub thread_sleeps: AtomicU64,
     /// Polls that returned completions before transmitting what the engine queued.
     pub tx_deferred: AtomicU64,
+    /// Posts whose transmit waited for a later doorbell (see the `doorbell` module).
+    pub tx_doorbell_deferred: AtomicU64,
+    /// Deferred doorbells the background thread rang (the program neither polled nor posted
+    /// enough to ring them itself).
+    pub tx_doorbell_thread: AtomicU64,
     /// Positive ACKs not sent because a later ACK of the same QP in the same transmit burst
     /// covers them (ACK coalescing).
     pub tx_acks_coalesced: AtomicU64,
@@ -160,6 +170,8 @@ impl RuntimeCounters {
             ("thread_sleeps", &self.thread_sleeps),
             ("tx_deferred", &self.tx_deferred),
             ("tx_acks_coalesced", &self.tx_acks_coalesced),
+            ("tx_doorbell_deferred", &self.tx_doorbell_deferred),
+            ("tx_doorbell_thread", &self.tx_doorbell_thread),
             ("comp_events", &self.comp_events),
             ("async_events", &self.async_events),
             ("pcap_errors", &self.pcap_errors),
@@ -204,6 +216,8 @@ struct Engine {
     async_handler: Option<AsyncHandler>,
     /// A poll returned completions before transmitting what the engine had queued.
     tx_deferred: bool,
+    /// Posts waiting for their transmit (deferred doorbell).
+    doorbell: Doorbell,
 }
 
 struct Shared {
@@ -214,6 +228,11 @@ struct Shared {
     stop: AtomicBool,
     /// Virtual time of the program's last inline progress.
     app_last: AtomicU64,
+    /// Virtual time by which the progress thread rings a deferred doorbell (u64::MAX: none).
+    doorbell_at: AtomicU64,
+    /// Virtual time until which the background thread sleeps in any wait a `Waker::wake` ends
+    /// (u64::MAX: running, or not sleeping on a time).
+    thread_until: AtomicU64,
     /// Virtual time until which the background thread sleeps (u64::MAX: not sleeping on a timer).
     thread_deadline: AtomicU64,
     ctr: RuntimeCounters,

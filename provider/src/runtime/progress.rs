@@ -100,6 +100,9 @@ impl Shared {
     /// sender's 128-PSN window keeps moving.
     pub(super) fn handle_batch(&self, e: &mut Engine, rx: &RecvBatch, now: Instant) {
         self.ctr.rx_batches.fetch_add(1, Relaxed);
+        // A post after this reacts to what arrived (a ping-pong, ib_write_lat spinning on
+        // memory): it is not part of a burst, its doorbell rings at once.
+        e.doorbell.interrupt();
         if let Some(d) = rx.drops() {
             self.ctr.rx_kernel_drops.fetch_max(d as u64, Relaxed);
         }
@@ -222,29 +225,67 @@ impl Shared {
     }
 }
 
+/// When the program progresses by itself (it polled within [`APP_ACTIVE_NS`]): until when
+/// (virtual ns) it counts as doing so. Posts do not count: a program that posts and spins on
+/// memory (ib_write_lat, which polls its send CQ now and then) needs the thread to receive for
+/// it (counting posts made ib_write_lat's typical round trip 49 µs instead of 9–11).
+fn app_active_until(s: &Shared, now: Instant) -> Option<u64> {
+    let poll = s.app_last.load(Relaxed);
+    let until = poll + APP_ACTIVE_NS;
+    (poll != 0 && now.as_nanos() < until).then_some(until)
+}
+
 /// The background progress thread (see the module docs).
 pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
+    let mut backoff = APP_ACTIVE_NS;
     while !s.stop.load(Relaxed) {
         let now = s.now();
         if now >= next_stat {
             s.write_stats();
             next_stat = now.add_nanos(stat_every);
         }
-        let app_last = s.app_last.load(Relaxed);
-        if app_last != 0 && now.as_nanos().saturating_sub(app_last) < APP_ACTIVE_NS {
+        let db = s.doorbell_at.load(Relaxed);
+        if db <= now.as_nanos() {
+            // Posts have waited for their doorbell long enough: ring it.
+            let mut e = s.lock();
+            if e.doorbell.pending() {
+                s.ctr.tx_doorbell_thread.fetch_add(1, Relaxed);
+                s.timers_and_transmit(&mut e, now);
+                s.dispatch_events(&mut e);
+            }
+            s.doorbell_at.store(u64::MAX, Relaxed);
+            continue;
+        }
+        if let Some(active_until) = app_active_until(&s, now) {
             // The program progresses by itself (its polls receive, run the timers and
             // transmit): stay off the socket *and the lock* — taking it here would make the
             // polling thread wait on a futex in the middle of a round trip. Look again when it
-            // may have stopped polling. No wake-up is needed meanwhile (deadline 0).
+            // may have stopped polling, or a deferred doorbell is due. Timers need no wake-up
+            // meanwhile (deadline 0); a deferred doorbell or a notification request does.
+            //
+            // Each look is a wake-up on a CPU where a polling thread runs (2 vCPUs, both
+            // busy in a ping-pong): the sleep doubles while the program keeps polling, from
+            // APP_ACTIVE_NS to APP_ACTIVE_MAX_NS (thread wake-ups per round trip 0.05 -> <0.005).
             s.thread_deadline.store(0, Relaxed);
             s.ctr.thread_sleeps.fetch_add(1, Relaxed);
-            let until = (app_last + APP_ACTIVE_NS).min(next_stat.as_nanos());
-            let w = until.saturating_sub(now.as_nanos());
-            std::thread::sleep(Duration::from_nanos(w.max(50_000)));
+            let now_ns = now.as_nanos();
+            let until = active_until
+                .max(now_ns + backoff)
+                .min(next_stat.as_nanos().max(now_ns + 20_000));
+            s.thread_until.store(until, SeqCst);
+            // Pairs with `arm_doorbell` (store doorbell_at, then load thread_until): one of the
+            // two sees the other's store, so a doorbell armed now is never slept through.
+            let until = until.min(s.doorbell_at.load(SeqCst));
+            let w = until.saturating_sub(now_ns).max(10_000);
+            if !s.waker.wait(Duration::from_nanos(w)).unwrap_or(false) {
+                backoff = (backoff * 2).min(APP_ACTIVE_MAX_NS);
+            }
+            s.thread_until.store(u64::MAX, SeqCst);
             continue;
         }
+        backoff = APP_ACTIVE_NS;
         // Timers (and anything the program queued without transmitting).
         let next_timer = {
             let mut e = s.lock();
@@ -258,6 +299,8 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         wait_ns = wait_ns.min(next_stat.as_nanos().saturating_sub(now.as_nanos()));
         s.thread_deadline
             .store(now.as_nanos().saturating_add(wait_ns), Relaxed);
+        s.thread_until
+            .store(now.as_nanos().saturating_add(wait_ns), SeqCst);
         let wait = Wait::SpinThenBlock(
             s.cfg.spin,
             Some(Duration::from_nanos(wait_ns.min(1_000_000_000))),
@@ -279,6 +322,7 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             }
         }
         s.thread_deadline.store(u64::MAX, Relaxed);
+        s.thread_until.store(u64::MAX, SeqCst);
     }
     s.write_stats();
 }

@@ -7,6 +7,10 @@ impl Shared {
     /// Drains `poll_transmit` into the TxBatch (fault injector, pcap) and flushes it.
     pub(super) fn transmit(&self, e: &mut Engine, now: Instant) -> usize {
         e.tx_deferred = false;
+        if e.doorbell.pending() {
+            e.doorbell.rung();
+            self.doorbell_at.store(u64::MAX, Relaxed);
+        }
         let mut total = 0;
         loop {
             let Engine {
@@ -141,6 +145,20 @@ impl Shared {
         if let Some(space) = tx.space() {
             space[..b.len()].copy_from_slice(b);
             tx.commit(sock, m, b.len());
+        }
+    }
+
+    /// A post was deferred at `now`: make sure the progress thread rings the doorbell in time
+    /// (wakes it when it would sleep past the deadline; not during its polling-window sleep,
+    /// whose end is the bound then: the program polls, and its next poll rings it).
+    pub(super) fn arm_doorbell(&self, now: Instant) {
+        if self.doorbell_at.load(Relaxed) != u64::MAX {
+            return;
+        }
+        let at = now.as_nanos() + DOORBELL_NS;
+        self.doorbell_at.store(at, SeqCst);
+        if at < self.thread_until.load(SeqCst) {
+            self.waker.wake();
         }
     }
 

@@ -421,8 +421,10 @@ impl Socket {
     /// [`Wait::NonBlocking`] that can be fewer than `dgrams.len()` when the send buffer is full.
     /// A datagram is never left half-sent (its remaining GSO segments are waited for). An error
     /// is returned only when nothing was sent; otherwise the count so far is returned and the
-    /// error repeats on the next call. Alternating GSO and plain datagrams under `zero_checksum`
-    /// costs one `setsockopt` per switch.
+    /// error repeats on the next call. Under `zero_checksum`, plain datagrams sent in the same
+    /// call as a GSO datagram (through the same kernel socket) carry a valid checksum, like the
+    /// GSO segments: one `sendmmsg` for all, and a `setsockopt` only when a call's mode differs
+    /// from the previous call's.
     pub fn send_batch(&mut self, dgrams: &[OutDatagram<'_>], wait: Wait) -> io::Result<usize> {
         let mut done = 0;
         let start = Instant::now();
@@ -433,15 +435,20 @@ impl Socket {
                 SourcePorts::PerPort => s.port_index(d.src_port).unwrap_or(0),
             };
             let wants_gso = |s: &Self, d: &OutDatagram<'_>| s.features.gso && d.segments() > 1;
+            // A plain datagram does not need the zero checksum, only prefers it: it joins a
+            // GSO datagram's run (and is sent with a valid checksum) instead of costing a
+            // `setsockopt` and a `sendmmsg` of its own. The 16th packet of a 64 KiB message at
+            // MTU 4096 (15 fit one GSO send) used to cost both, every message.
             let first = &dgrams[done];
             let sock = sock_of(self, first);
-            let gso = wants_gso(self, first);
+            let mut gso = wants_gso(self, first);
             let mut end = done + 1;
             while end < dgrams.len() && end - done < 1024 {
                 let d = &dgrams[end];
-                if sock_of(self, d) != sock || wants_gso(self, d) != gso {
+                if sock_of(self, d) != sock {
                     break;
                 }
+                gso |= wants_gso(self, d);
                 end += 1;
             }
             let n = match self.send_run(&dgrams[done..end], sock, gso, wait, start) {

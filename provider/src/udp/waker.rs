@@ -37,6 +37,14 @@ impl Waker {
         matches!((&self.f).read(&mut b), Ok(8))
     }
 
+    /// Sleeps until woken or `timeout` passes; consumes the wake-ups. True if woken.
+    pub fn wait(&self, timeout: std::time::Duration) -> io::Result<bool> {
+        // The eventfd is readable exactly when a wake-up is pending.
+        let woken = super::sys::wait_fd(self.raw_fd(), false, None, Some(timeout))?;
+        debug_assert!(!woken, "no second fd was given");
+        Ok(self.drain())
+    }
+
     pub(crate) fn raw_fd(&self) -> RawFd {
         self.f.as_raw_fd()
     }
