@@ -50,9 +50,13 @@ pub(crate) struct SendWqe {
 }
 
 /// A ring of send WQEs: `head` = oldest not completed, `req` = next for the requester,
-/// `tail` = next free. Counters wrap; slot = counter % cap.
+/// `tail` = next free. Counters wrap; slot = counter & mask over storage rounded up to a power
+/// of two (a mask, not a division, per access; consistent across the u32 wrap), of which at
+/// most `cap` slots are in use.
 pub(crate) struct SendQueue {
     pub wqes: Vec<SendWqe>,
+    cap: u32,
+    mask: u32,
     pub sges: Vec<Sge>,
     pub inline: Vec<u8>,
     pub max_sge: usize,
@@ -64,11 +68,14 @@ pub(crate) struct SendQueue {
 
 impl SendQueue {
     pub fn new(cap: u32, max_sge: u32, max_inline: u32) -> SendQueue {
-        let cap = cap.max(1) as usize;
+        let cap = cap.max(1);
+        let slots = cap.next_power_of_two() as usize;
         SendQueue {
-            wqes: vec![SendWqe::default(); cap],
-            sges: vec![Sge::default(); cap * max_sge as usize],
-            inline: vec![0; cap * max_inline as usize],
+            wqes: vec![SendWqe::default(); slots],
+            cap,
+            mask: slots as u32 - 1,
+            sges: vec![Sge::default(); slots * max_sge as usize],
+            inline: vec![0; slots * max_inline as usize],
             max_sge: max_sge as usize,
             max_inline: max_inline as usize,
             head: 0,
@@ -78,7 +85,7 @@ impl SendQueue {
     }
     #[inline]
     pub fn cap(&self) -> u32 {
-        self.wqes.len() as u32
+        self.cap
     }
     #[inline]
     pub fn len(&self) -> u32 {
@@ -86,7 +93,7 @@ impl SendQueue {
     }
     #[inline]
     pub fn slot(&self, i: u32) -> usize {
-        (i % self.cap()) as usize
+        (i & self.mask) as usize
     }
     #[inline]
     pub fn get(&self, i: u32) -> &SendWqe {
@@ -123,9 +130,12 @@ pub(crate) struct RecvWqe {
     pub length: u64,
 }
 
-/// A ring of receive WQEs (QP RQ or SRQ).
+/// A ring of receive WQEs (QP RQ or SRQ), storage rounded up to a power of two as
+/// [`SendQueue`]'s.
 pub(crate) struct RecvQueue {
     pub wqes: Vec<RecvWqe>,
+    cap: u32,
+    mask: u32,
     pub sges: Vec<Sge>,
     pub max_sge: usize,
     pub head: u32,
@@ -134,10 +144,13 @@ pub(crate) struct RecvQueue {
 
 impl RecvQueue {
     pub fn new(cap: u32, max_sge: u32) -> RecvQueue {
-        let cap = cap.max(1) as usize;
+        let cap = cap.max(1);
+        let slots = cap.next_power_of_two() as usize;
         RecvQueue {
-            wqes: vec![RecvWqe::default(); cap],
-            sges: vec![Sge::default(); cap * max_sge.max(1) as usize],
+            wqes: vec![RecvWqe::default(); slots],
+            cap,
+            mask: slots as u32 - 1,
+            sges: vec![Sge::default(); slots * max_sge.max(1) as usize],
             max_sge: max_sge.max(1) as usize,
             head: 0,
             tail: 0,
@@ -145,7 +158,7 @@ impl RecvQueue {
     }
     #[inline]
     pub fn cap(&self) -> u32 {
-        self.wqes.len() as u32
+        self.cap
     }
     #[inline]
     pub fn len(&self) -> u32 {
@@ -153,7 +166,7 @@ impl RecvQueue {
     }
     #[inline]
     fn slot(&self, i: u32) -> usize {
-        (i % self.cap()) as usize
+        (i & self.mask) as usize
     }
     #[inline]
     pub fn push(&mut self, wr_id: u64, sges: &[Sge]) -> bool {

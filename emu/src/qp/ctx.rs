@@ -58,16 +58,7 @@ impl Shared {
             return false;
         };
         if c.q.len() >= c.cap {
-            self.ctr.cq_overflow += 1;
-            self.diags.report(
-                &mut self.ctr,
-                wc.qp_num,
-                crate::diag::Diagnostic::CqOverflow,
-            );
-            if !c.overflowed {
-                c.overflowed = true;
-                self.events.push_back(AsyncEvent::CqErr(cq));
-            }
+            self.cq_overflow(cq, wc.qp_num);
             return false;
         }
         c.q.push_back(wc);
@@ -78,5 +69,20 @@ impl Shared {
             }
         }
         true
+    }
+
+    /// A completion for `qpn` found CQ `cq` full: count, diagnose, raise the CQ error once.
+    #[cold]
+    #[inline(never)]
+    fn cq_overflow(&mut self, cq: Cq, qpn: u32) {
+        self.ctr.cq_overflow += 1;
+        self.diags
+            .report(&mut self.ctr, qpn, crate::diag::Diagnostic::CqOverflow);
+        if let Some(c) = self.cqs.get_mut(cq.0) {
+            if !c.overflowed {
+                c.overflowed = true;
+                self.events.push_back(AsyncEvent::CqErr(cq));
+            }
+        }
     }
 }

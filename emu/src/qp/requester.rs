@@ -19,15 +19,9 @@ pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
     repr.emit_into(buf)
 }
 
-/// Completes a transmit record and fills the ICRC over `buf[..len]`.
-pub(crate) fn finish(
-    path: &Path,
-    sport: u16,
-    ipv4_id: u16,
-    buf: &mut [u8],
-    len: usize,
-) -> Option<Transmit> {
-    let t = Transmit {
+/// The transmit record of a datagram on `path` from UDP port `sport` (length still 0).
+pub(crate) fn transmit_on(path: &Path, sport: u16, ipv4_id: u16) -> Transmit {
+    Transmit {
         ipv4_id,
         src_ip: path.src_ip,
         dst_ip: path.dst_ip,
@@ -36,9 +30,26 @@ pub(crate) fn finish(
         tos: path.tos,
         ttl: path.ttl,
         flow_label: path.flow_label,
-        len,
-    };
+        len: 0,
+    }
+}
+
+/// Completes the transmit record `t` with the length and fills the ICRC over `buf[..len]`.
+#[inline]
+pub(crate) fn seal(mut t: Transmit, buf: &mut [u8], len: usize) -> Option<Transmit> {
+    t.len = len;
     crate::net::fill_icrc(&t, &mut buf[..len]).then_some(t)
+}
+
+/// [`seal`] for a datagram on `path` (UD, whose path comes with each WQE).
+pub(crate) fn finish(
+    path: &Path,
+    sport: u16,
+    ipv4_id: u16,
+    buf: &mut [u8],
+    len: usize,
+) -> Option<Transmit> {
+    seal(transmit_on(path, sport, ipv4_id), buf, len)
 }
 
 fn transport_of(t: QpType) -> Transport {
@@ -264,11 +275,13 @@ impl Qp {
         let op = next_opcode(self.qp_type, wop, cont, fits);
         let info = op.info();
         let flags = info.flags;
-        let (path, dest_qp) = if self.qp_type == QpType::Ud {
+        // connected QPs send on their path's transmit record; UD on each WQE's AH
+        let (ud_path, dest_qp) = if self.qp_type == QpType::Ud {
             let av = w.av?;
-            (Path::from_av(&av, &ctx.gids)?, w.remote_qpn)
+            (Some(Path::from_av(&av, &ctx.gids)?), w.remote_qpn)
         } else {
-            (self.path?, self.attr.dest_qp_num)
+            self.tx.as_ref()?;
+            (None, self.attr.dest_qp_num)
         };
         let end = flags.contains(OpFlags::END);
         let se = end
@@ -369,7 +382,10 @@ impl Qp {
                 self.comp.retrans_deadline = now.add_nanos(t).0;
             }
         }
-        let t = finish(&path, self.src_port, ctx.tx_ipv4_id, buf, len)?;
+        let t = match &ud_path {
+            Some(path) => finish(path, self.src_port, ctx.tx_ipv4_id, buf, len)?,
+            None => seal(self.tx?, buf, len)?,
+        };
         if self.qp_type != QpType::Rc && end {
             self.complete_done(ctx);
         }

@@ -38,11 +38,11 @@ impl Qp {
     pub(crate) fn responder_next(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
         // ACK/NAK, the common job: BTH + AETH written in place, nothing else to look at
         if let Some(&Job::Ack { psn, syndrome, msn }) = self.resp.jobs.front() {
-            let path = self.path.as_ref()?;
+            let tx = self.tx?;
             let dqp = self.attr.dest_qp_num;
             let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
             self.resp.jobs.pop_front();
-            return super::requester::finish(path, self.src_port, ctx.tx_ipv4_id, buf, len);
+            return super::requester::seal(tx, buf, len);
         }
         self.responder_next_other(ctx, buf)
     }
@@ -52,20 +52,14 @@ impl Qp {
     fn responder_next_other(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
         loop {
             let job = *self.resp.jobs.front()?;
-            let path = self.path?;
+            let tx = self.tx?;
             let dqp = self.attr.dest_qp_num;
             let mut r;
             match job {
                 Job::Ack { psn, syndrome, msn } => {
                     let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::finish(
-                        &path,
-                        self.src_port,
-                        ctx.tx_ipv4_id,
-                        buf,
-                        len,
-                    );
+                    return super::requester::seal(tx, buf, len);
                 }
                 Job::AtomicAck { psn, orig, msn } => {
                     r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
@@ -76,13 +70,7 @@ impl Qp {
                     r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
                     let len = super::requester::emit_headers(&r, buf)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::finish(
-                        &path,
-                        self.src_port,
-                        ctx.tx_ipv4_id,
-                        buf,
-                        len,
-                    );
+                    return super::requester::seal(tx, buf, len);
                 }
                 Job::Read {
                     psn,
@@ -149,13 +137,7 @@ impl Qp {
                             msn,
                         };
                     }
-                    return super::requester::finish(
-                        &path,
-                        self.src_port,
-                        ctx.tx_ipv4_id,
-                        buf,
-                        len,
-                    );
+                    return super::requester::seal(tx, buf, len);
                 }
             }
         }
