@@ -520,7 +520,7 @@ impl Nic {
             return;
         }
         if qp.qp_type != QpType::Ud {
-            match qp.path {
+            match &qp.tx {
                 Some(path) if path.dst_ip == meta.src_ip && path.src_ip == meta.dst_ip => {}
                 _ => {
                     self.sh.ctr.bad_src += 1;
@@ -597,12 +597,14 @@ impl Nic {
 
     #[inline(always)]
     fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
-        while let Some(qpn) = self.ready.pop_front() {
+        while let Some(qpn) = self.ready.front() {
             let Some(qp) = self.qps.get_mut(qpn) else {
+                self.ready.pop_front();
                 continue;
             };
-            qp.in_ready = false;
             if qp.state == QpState::Reset || !qp.may_transmit() {
+                qp.in_ready = false;
+                self.ready.pop_front();
                 continue;
             }
             let before = qp.deadline();
@@ -615,19 +617,21 @@ impl Nic {
             if t.is_none() {
                 t = qp.requester_next(&mut ctx, now, buf);
             }
-            if qp.deadline() != before {
+            // Back in line (at the end: round robin) only with more to send: a QP with nothing
+            // left would be dropped by the next poll anyway (any input that gives it work again
+            // puts it back), so the driver's final poll costs a compare, not a QP visit.
+            let more = t.is_some() && qp.may_transmit();
+            let timer_moved = qp.deadline() != before;
+            if more {
+                self.ready.rotate();
+            } else {
+                qp.in_ready = false;
+                self.ready.pop_front();
+            }
+            if timer_moved {
                 self.sync_timer(qpn, before);
             }
             if let Some(t) = t {
-                // Back in line only with more to send: a QP with nothing left would be popped
-                // and dropped by the next poll anyway (any input that gives it work again puts
-                // it back), so the driver's final poll costs a compare, not a QP visit.
-                if let Some(qp) = self.qps.get_mut(qpn) {
-                    if qp.may_transmit() {
-                        qp.in_ready = true;
-                        self.ready.push_back(qpn);
-                    }
-                }
                 self.sh.ctr.sent_pkts += 1;
                 return Some(t);
             }

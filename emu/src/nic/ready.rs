@@ -34,6 +34,23 @@ impl Ready {
         self.len += 1;
     }
 
+    /// The QP at the front, left in line.
+    #[inline]
+    pub fn front(&self) -> Option<u32> {
+        (self.len > 0).then(|| self.slots[self.head])
+    }
+
+    /// Moves the front QP to the back (round robin); nothing to do when it is alone.
+    #[inline]
+    pub fn rotate(&mut self) {
+        if self.len > 1 {
+            let mask = self.slots.len() - 1;
+            let q = self.slots[self.head];
+            self.head = (self.head + 1) & mask;
+            self.slots[(self.head + self.len - 1) & mask] = q;
+        }
+    }
+
     #[inline]
     pub fn pop_front(&mut self) -> Option<u32> {
         if self.len == 0 {
@@ -71,7 +88,12 @@ mod test {
                 assert_eq!(r.pop_front(), model.pop_front());
             }
         }
+        for _ in 0..7 {
+            r.rotate();
+            model.rotate_left(1);
+        }
         while let Some(x) = model.pop_front() {
+            assert_eq!(r.front(), Some(x));
             assert_eq!(r.pop_front(), Some(x));
         }
         assert!(r.is_empty());

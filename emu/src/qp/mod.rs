@@ -234,8 +234,7 @@ pub(crate) struct Qp {
     pub cap: QpCap,
     pub attr: QpAttr,
     pub mtu: u32,
-    pub path: Option<Path>,
-    /// The transmit record (length 0) of every datagram on `path`: set with it.
+    /// The path of a connected QP, as the transmit record (length 0) of every datagram on it.
     pub tx: Option<crate::net::Transmit>,
     pub src_port: u16,
     pub timeout_ns: Option<u64>,
@@ -266,7 +265,6 @@ impl Qp {
                 ..Default::default()
             },
             mtu: 256,
-            path: None,
             tx: None,
             src_port,
             timeout_ns: None,
@@ -372,7 +370,6 @@ impl Qp {
         }
         if mask.contains(M::AV) {
             a.ah_attr = attr.ah_attr;
-            self.path = path;
             self.tx = path.map(|p| requester::transmit_on(&p, self.src_port, ctx.tx_ipv4_id));
         }
         if mask.contains(M::PATH_MTU) {
