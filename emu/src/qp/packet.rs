@@ -49,13 +49,17 @@ impl RequestHeaders<'_> {
         let len = hdr + payload + pad as usize + ICRC_LEN;
         let b = buf.get_mut(..len)?;
         let w = self.wqe;
-        b[0] = self.op.0;
-        b[1] = (self.se as u8) << 7 | pad << 4;
-        b[2..4].copy_from_slice(&roce_wire::DEFAULT_PKEY.to_be_bytes());
-        b[4] = 0;
-        put24(b, 5, self.dest_qp);
-        b[8] = (self.ack_req as u8) << 7;
-        put24(b, 9, self.psn.value());
+        // the BTH as three big-endian words: opcode, SE/M/pad/TVer, P_Key | FECN/BECN/resv
+        // (0), destination QP | AckReq/resv7, PSN
+        let bth0 = (self.op.0 as u32) << 24
+            | ((self.se as u32) << 7 | (pad as u32) << 4) << 16
+            | roce_wire::DEFAULT_PKEY as u32;
+        let bth1 = self.dest_qp & 0xFF_FFFF;
+        let bth2 = (self.ack_req as u32) << 31 | self.psn.value() & 0xFF_FFFF;
+        let h: &mut [u8; hdr_len::BTH] = (&mut b[..hdr_len::BTH]).try_into().ok()?;
+        h[0..4].copy_from_slice(&bth0.to_be_bytes());
+        h[4..8].copy_from_slice(&bth1.to_be_bytes());
+        h[8..12].copy_from_slice(&bth2.to_be_bytes());
         let mut at = hdr_len::BTH;
         if f.contains(OpFlags::DETH) {
             put32(b, at, w.remote_qkey);
@@ -87,7 +91,9 @@ impl RequestHeaders<'_> {
         if f.contains(OpFlags::IETH) {
             put32(b, at, w.inv_rkey);
         }
-        b[hdr + payload..hdr + payload + pad as usize].fill(0);
+        if pad != 0 {
+            b[hdr + payload..hdr + payload + pad as usize].fill(0);
+        }
         Some(len)
     }
 }
