@@ -222,15 +222,6 @@ impl Device {
     /// `ibv_req_notify_cq`: arms `cq`; the next (solicited) completion calls its comp handler.
     /// A program that asks for a notification is about to wait: deferred posts leave now.
     pub fn req_notify_cq(&self, cq: Cq, solicited_only: bool) -> roce_emu::Result<()> {
-        let sh = &self.shared;
-        // The program is about to wait for an event, not to poll: the thread must receive for
-        // it. Wake it if it sleeps longer than the 200 µs polling window (its back-off).
-        sh.app_last.store(0, Relaxed);
-        if sh.thread_until.load(SeqCst) != u64::MAX
-            && sh.thread_until.load(SeqCst) > sh.now().as_nanos() + APP_ACTIVE_NS
-        {
-            sh.waker.wake();
-        }
         let mut e = self.shared.lock();
         e.doorbell.interrupt();
         let r = e.nic.req_notify_cq(cq, solicited_only);
@@ -293,6 +284,18 @@ impl Drop for Device {
             let _ = p.finish();
         }
         drop(e);
+        if std::env::var_os("ROCE_STATS_AT_CLOSE").is_some_and(|v| v == "1") {
+            // The statistics file goes away with the device: print the runtime counters.
+            use std::io::Write as _;
+            let c: Vec<String> = self
+                .shared
+                .ctr
+                .iter()
+                .filter(|(_, v)| *v != 0)
+                .map(|(n, v)| format!("{n}={v}"))
+                .collect();
+            let _ = writeln!(io::stderr(), "roce {}: {}", self.shared.cfg.ip, c.join(" "));
+        }
         if let Some(p) = &self.shared.stat_path {
             let _ = std::fs::remove_file(p);
         }

@@ -45,6 +45,7 @@
 //! | `ROCE_SPIN_US` | `50` | how long the progress thread spins after activity |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
 //! | `ROCE_STAT_DIR` | `$XDG_RUNTIME_DIR/roce` or `/tmp/roce-<uid>` | where counters are written for `roce stat` |
+//! | `ROCE_STATS_AT_CLOSE` | unset | `1`: print the runtime counters (`tx_flushes`, `thread_sleeps`, …) on stderr when the device closes |
 //! | `ROCE_QUIET` | unset | `1`: the diagnostics (one per QP and classic verbs mistake, see `roce_emu::diag`) go to `tracing` only, not to stderr; `roce stat` counts them (`diag_*`) either way |
 //!
 //! # Using it (the API other layers build on)
@@ -98,8 +99,6 @@ pub type AsyncHandler = Arc<dyn Fn(AsyncEvent) + Send + Sync>;
 const MAX_PACKET: usize = 4096 + 64;
 /// The program counts as "progressing by itself" this long after its last inline progress.
 const APP_ACTIVE_NS: u64 = 200_000;
-/// While it keeps polling, the background thread looks again after 200 µs, 400 µs, … up to this.
-const APP_ACTIVE_MAX_NS: u64 = 6_400_000;
 
 /// Runtime counters (datapath side; the engine's are in [`roce_emu::Counters`]).
 #[derive(Debug, Default)]

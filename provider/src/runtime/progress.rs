@@ -3,6 +3,10 @@
 
 use super::*;
 
+/// See [`Shared::handle_batch`]: received bytes after which the next GRO buffer waits for a
+/// transmit of what the engine queued (ACKs for the data just handled).
+const EARLY_TX_BYTES: usize = 8 << 10;
+
 impl Shared {
     pub(super) fn lock(&self) -> MutexGuard<'_, Engine> {
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
@@ -96,8 +100,8 @@ impl Shared {
     /// Feeds every datagram of `rx` to the engine, after the ICRC check.
     ///
     /// Between GRO buffers (one GSO send of the peer each, typically a message) it transmits
-    /// what the engine queued, so ACKs leave while the rest of the batch is handled and the
-    /// sender's 128-PSN window keeps moving.
+    /// what the engine queued once at least [`EARLY_TX_BYTES`] were handled, so ACKs leave while
+    /// the rest of the batch is handled and the sender's 128-PSN window keeps moving.
     pub(super) fn handle_batch(&self, e: &mut Engine, rx: &RecvBatch, now: Instant) {
         self.ctr.rx_batches.fetch_add(1, Relaxed);
         // A post after this reacts to what arrived (a ping-pong, ib_write_lat spinning on
@@ -107,12 +111,17 @@ impl Shared {
             self.ctr.rx_kernel_drops.fetch_max(d as u64, Relaxed);
         }
         let policy = self.cfg.icrc_policy;
-        let mut seen = false;
+        // Bytes handled since the last transmit. Only after data (a message's worth of a GRO
+        // buffer) is an early transmit worth its system call: after ACKs (20 bytes each; a
+        // Write sender gets ~5 per batch) it sent one message per ACK, one `sendmmsg` each,
+        // where one transmit after the batch sends them all together.
+        let mut since = 0usize;
         for d in rx.iter() {
-            if d.gro_index == 0 && seen {
+            if d.gro_index == 0 && since >= EARLY_TX_BYTES {
                 self.transmit(e, now);
+                since = 0;
             }
-            seen = true;
+            since += d.payload.len();
             self.ctr.rx_datagrams.fetch_add(1, Relaxed);
             self.ctr.rx_bytes.fetch_add(d.payload.len() as u64, Relaxed);
             if d.truncated {
@@ -239,7 +248,6 @@ fn app_active_until(s: &Shared, now: Instant) -> Option<u64> {
 pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
-    let mut backoff = APP_ACTIVE_NS;
     while !s.stop.load(Relaxed) {
         let now = s.now();
         if now >= next_stat {
@@ -265,27 +273,24 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             // may have stopped polling, or a deferred doorbell is due. Timers need no wake-up
             // meanwhile (deadline 0); a deferred doorbell or a notification request does.
             //
-            // Each look is a wake-up on a CPU where a polling thread runs (2 vCPUs, both
-            // busy in a ping-pong): the sleep doubles while the program keeps polling, from
-            // APP_ACTIVE_NS to APP_ACTIVE_MAX_NS (thread wake-ups per round trip 0.05 -> <0.005).
+            // The look again is wakeable (a deferred doorbell wakes it, see `arm_doorbell`).
+            // Doubling this sleep while the program keeps polling (up to 6.4 ms) cut the
+            // thread's wake-ups in a 64 B ping-pong 7x but did not move its p99 (other
+            // processes' preemptions dominate it), and it stretched the stalls of programs that
+            // poll and then spin on memory for data nobody receives (ib_write_lat) to the cap.
             s.thread_deadline.store(0, Relaxed);
             s.ctr.thread_sleeps.fetch_add(1, Relaxed);
             let now_ns = now.as_nanos();
-            let until = active_until
-                .max(now_ns + backoff)
-                .min(next_stat.as_nanos().max(now_ns + 20_000));
+            let until = active_until.min(next_stat.as_nanos()).max(now_ns + 20_000);
             s.thread_until.store(until, SeqCst);
             // Pairs with `arm_doorbell` (store doorbell_at, then load thread_until): one of the
             // two sees the other's store, so a doorbell armed now is never slept through.
             let until = until.min(s.doorbell_at.load(SeqCst));
             let w = until.saturating_sub(now_ns).max(10_000);
-            if !s.waker.wait(Duration::from_nanos(w)).unwrap_or(false) {
-                backoff = (backoff * 2).min(APP_ACTIVE_MAX_NS);
-            }
+            let _ = s.waker.wait(Duration::from_nanos(w));
             s.thread_until.store(u64::MAX, SeqCst);
             continue;
         }
-        backoff = APP_ACTIVE_NS;
         // Timers (and anything the program queued without transmitting).
         let next_timer = {
             let mut e = s.lock();
