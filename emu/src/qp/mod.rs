@@ -540,32 +540,33 @@ impl Qp {
     /// rxe `do_complete` for the head of the SQ: posts a CQE when signaled or failed.
     pub fn complete_head(&mut self, ctx: &mut Ctx<'_>) {
         let h = self.sq.head;
-        let w = *self.sq.get(h);
-        let post = self.sq_sig_all
-            || w.flags.contains(SendFlags::SIGNALED)
-            || w.status != WcStatus::Success;
-        self.sq.head = h.wrapping_add(1);
-        if self.sq.req.wrapping_sub(self.sq.head) > self.sq.cap() {
-            self.sq.req = self.sq.head;
-        }
+        // (the fields the completion needs, not a copy of the whole WQE)
+        let w = self.sq.get(h);
+        let (status, opcode) = (w.status, w.opcode);
+        let post =
+            self.sq_sig_all || w.flags.contains(SendFlags::SIGNALED) || status != WcStatus::Success;
         if post {
             let mut wc = WorkCompletion {
                 wr_id: w.wr_id,
-                status: w.status,
+                status,
                 qp_num: self.qpn,
                 ..Default::default()
             };
-            if w.status == WcStatus::Success {
-                wc.opcode = w.opcode.wc_opcode();
+            if status == WcStatus::Success {
+                wc.opcode = opcode.wc_opcode();
                 wc.byte_len = w.length;
-                if w.opcode.has_imm() {
+                if opcode.has_imm() {
                     wc.wc_flags = WcFlags::WITH_IMM;
                 }
             }
             // on error rxe leaves opcode/byte_len zero (the uverbs WC is zeroed)
             ctx.cq_post(self.send_cq, wc, false);
         }
-        if w.status == WcStatus::Success && w.opcode.is_send() {
+        self.sq.head = h.wrapping_add(1);
+        if self.sq.req.wrapping_sub(self.sq.head) > self.sq.cap() {
+            self.sq.req = self.sq.head;
+        }
+        if status == WcStatus::Success && opcode.is_send() {
             ctx.ctr.rdma_sends += 1;
         }
     }
