@@ -312,6 +312,15 @@ impl MrTable {
         mut off: u64,
         mut dst: &mut [u8],
     ) -> Result<(), MemErr> {
+        if let [s] = sges {
+            // one SGE holding the whole range: what the loop below does for it, without the loop
+            if !dst.is_empty() && off.saturating_add(dst.len() as u64) <= s.length as u64 {
+                let va = s.addr.checked_add(off).ok_or(MemErr::Fault)?;
+                let (e, o) = self.check(s.lkey, pd, AccessFlags::EMPTY, va, dst.len() as u64)?;
+                e.mem.read(o, dst);
+                return Ok(());
+            }
+        }
         for s in sges {
             if dst.is_empty() {
                 break;
@@ -343,6 +352,16 @@ impl MrTable {
         mut off: u64,
         mut src: &[u8],
     ) -> Result<(), MemErr> {
+        if let [s] = sges {
+            // one SGE holding the whole range: what the loop below does for it, without the loop
+            if !src.is_empty() && off.saturating_add(src.len() as u64) <= s.length as u64 {
+                let va = s.addr.checked_add(off).ok_or(MemErr::Fault)?;
+                let (e, o) =
+                    self.check(s.lkey, pd, AccessFlags::LOCAL_WRITE, va, src.len() as u64)?;
+                e.mem.write(o, src);
+                return Ok(());
+            }
+        }
         for s in sges {
             if src.is_empty() {
                 break;
