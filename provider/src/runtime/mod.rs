@@ -9,15 +9,18 @@
 //! and async events to their handlers. It runs:
 //!
 //! * **inline, in the caller's thread**, where that is cheapest: [`Device::post_send`] transmits
-//!   at once; [`Device::poll_cq`] progresses when the CQ is empty. A busy-polling program
-//!   (perftest, ping-pong without `-e`) drives everything itself, with no thread hand-off;
+//!   at once, except a post that directly follows another one, which rings a deferred doorbell
+//!   (a burst of one-WR posts leaves in one `sendmmsg`; see `doorbell.rs`); [`Device::poll_cq`]
+//!   progresses when the CQ is empty. A busy-polling program (perftest, ping-pong without `-e`)
+//!   drives everything itself, with no thread hand-off;
 //! * in **one background progress thread per device**, which spins briefly ([`Config::spin`])
 //!   after activity and then blocks on the socket (with a [`Waker`](crate::udp::Waker)) until
 //!   the next datagram or the engine's next timeout, so retransmission and RNR timers and
 //!   event-driven programs (completion channels, `ibv_rc_pingpong -e`) work when nobody polls.
 //!   While the program itself progresses (it polled within the last 200 µs) the thread touches
 //!   neither the socket nor the engine lock (the program's polls run the timers); it only wakes
-//!   to see whether the program stopped polling, so it never competes for packets or the lock.
+//!   to see whether the program stopped polling, or to ring a deferred doorbell, so it never
+//!   competes for packets or the lock.
 //!
 //! Transmit bursts send plain RC ACKs last (see `AckQueue`): a reply SEND and the ACK of the
 //! SEND it answers leave as one GSO datagram.
