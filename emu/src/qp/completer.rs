@@ -217,7 +217,7 @@ impl Qp {
             return false;
         }
         // an ACK syndrome is 000xxxxx
-        if p.aeth().map_or(true, |a| a.syndrome_byte() >> 5 != 0) {
+        if !matches!(p.aeth(), Some(a) if a.syndrome_byte() >> 5 == 0) {
             return false;
         }
         let w = self.sq.get(self.sq.head);
