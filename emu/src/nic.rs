@@ -631,9 +631,9 @@ impl Nic {
             if timer_moved {
                 self.sync_timer(qpn, before);
             }
-            if let Some(t) = t {
+            if t.is_some() {
                 self.sh.ctr.sent_pkts += 1;
-                return Some(t);
+                return t;
             }
         }
         None

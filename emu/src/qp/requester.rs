@@ -383,13 +383,13 @@ impl Qp {
             }
         }
         let t = match &ud_path {
-            Some(path) => finish(path, self.src_port, ctx.tx_ipv4_id, buf, len)?,
-            None => seal(self.tx?, buf, len)?,
+            Some(path) => finish(path, self.src_port, ctx.tx_ipv4_id, buf, len),
+            None => seal(self.tx?, buf, len),
         };
-        if self.qp_type != QpType::Rc && end {
+        if t.is_some() && self.qp_type != QpType::Rc && end {
             self.complete_done(ctx);
         }
-        Some(t)
+        t
     }
 
     fn earlier_rd_atomic_outstanding(&self, i: u32) -> bool {
