@@ -68,6 +68,8 @@
 mod config;
 mod device;
 mod doorbell;
+#[cfg(test)]
+mod doorbell_tests;
 mod fault;
 mod progress;
 pub mod stat;
