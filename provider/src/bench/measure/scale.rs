@@ -59,50 +59,68 @@ pub(super) fn scale_and_loss(
     let (mut outstanding, mut done, mut next_qp) = (0usize, 0u64, 0usize);
     let qpn_index: HashMap<u32, usize> =
         qps.iter().enumerate().map(|(i, q)| (q.qpn(), i)).collect();
-    let start = Instant::now();
-    let mut last = start;
-    let mut posting = true;
-    while posting || outstanding > 0 {
-        while posting && outstanding < depth {
-            let i = next_qp;
-            next_qp = (next_qp + 1) % nqp;
-            if per_qp[i] >= 2 {
-                continue;
+    // Without progress threads nobody else drives the passive device: poll its CQ meanwhile.
+    let stop = AtomicBool::new(false);
+    let drive = !PROGRESS_THREAD.load(Ordering::Relaxed);
+    std::thread::scope(|sc| -> Result<Scale, String> {
+        if drive {
+            sc.spawn(|| {
+                let mut wcs = [WorkCompletion::default(); 16];
+                while !stop.load(Ordering::Relaxed) {
+                    if cq_b.poll(&mut wcs).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        let r = (|| -> Result<Scale, String> {
+            let start = Instant::now();
+            let mut last = start;
+            let mut posting = true;
+            while posting || outstanding > 0 {
+                while posting && outstanding < depth {
+                    let i = next_qp;
+                    next_qp = (next_qp + 1) % nqp;
+                    if per_qp[i] >= 2 {
+                        continue;
+                    }
+                    qps[i]
+                        .post(&SendRequest::write(0, &local, remote))
+                        .map_err(e2s)?;
+                    per_qp[i] += 1;
+                    outstanding += 1;
+                }
+                let n = cq_a.poll(&mut wcs).map_err(e2s)?.len();
+                for wc in &wcs[..n] {
+                    wc.result().map_err(e2s)?;
+                    per_qp[qpn_index[&wc.qp_num()]] -= 1;
+                    outstanding -= 1;
+                    done += 1;
+                }
+                if n > 0 {
+                    last = Instant::now();
+                    if last - start >= dur * 2 {
+                        posting = false;
+                    }
+                } else if last.elapsed() > T {
+                    return Err("1,000 QPs: no completion for 20 s".into());
+                }
             }
-            qps[i]
-                .post(&SendRequest::write(0, &local, remote))
-                .map_err(e2s)?;
-            per_qp[i] += 1;
-            outstanding += 1;
-        }
-        let n = cq_a.poll(&mut wcs).map_err(e2s)?.len();
-        for wc in &wcs[..n] {
-            wc.result().map_err(e2s)?;
-            per_qp[qpn_index[&wc.qp_num()]] -= 1;
-            outstanding -= 1;
-            done += 1;
-        }
-        if n > 0 {
-            last = Instant::now();
-            if last - start >= dur * 2 {
-                posting = false;
-            }
-        } else if last.elapsed() > T {
-            return Err("1,000 QPs: no completion for 20 s".into());
-        }
-    }
-    let many = BwResult {
-        size: 65536,
-        iterations: done,
-        seconds: (last - start).as_secs_f64(),
-    };
-    drop(peers);
-    Ok(Scale {
-        lossless,
-        lossy: lossy.ok(),
-        lossy_ips: (la, lb),
-        many,
-        qps: nqp,
-        bytes_per_qp: mem / nqp,
+            let many = BwResult {
+                size: 65536,
+                iterations: done,
+                seconds: (last - start).as_secs_f64(),
+            };
+            Ok(Scale {
+                lossless: lossless.clone(),
+                lossy: lossy.clone().ok(),
+                lossy_ips: (la, lb),
+                many,
+                qps: nqp,
+                bytes_per_qp: mem / nqp,
+            })
+        })();
+        stop.store(true, Ordering::Relaxed);
+        r
     })
 }
