@@ -1,25 +1,30 @@
 //! Byte-range helpers shared by the header views.
 
+/// A header field: its byte range inside the header.
 pub type Field = core::ops::Range<usize>;
 
+/// The big-endian `u16` in `b[f]`.
 #[inline]
 pub fn u16_at(b: &[u8], f: Field) -> u16 {
     let s = &b[f];
     u16::from_be_bytes([s[0], s[1]])
 }
 
+/// The big-endian 24-bit value in `b[f]`.
 #[inline]
 pub fn u24_at(b: &[u8], f: Field) -> u32 {
     let s = &b[f];
     u32::from_be_bytes([0, s[0], s[1], s[2]])
 }
 
+/// The big-endian `u32` in `b[f]`.
 #[inline]
 pub fn u32_at(b: &[u8], f: Field) -> u32 {
     let s = &b[f];
     u32::from_be_bytes([s[0], s[1], s[2], s[3]])
 }
 
+/// The big-endian `u64` in `b[f]`.
 #[inline]
 pub fn u64_at(b: &[u8], f: Field) -> u64 {
     let s = &b[f];
@@ -28,21 +33,25 @@ pub fn u64_at(b: &[u8], f: Field) -> u64 {
     u64::from_be_bytes(a)
 }
 
+/// Writes `v` big-endian into `b[f]`.
 #[inline]
 pub fn set_u16(b: &mut [u8], f: Field, v: u16) {
     b[f].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Writes the low 24 bits of `v` big-endian into `b[f]`.
 #[inline]
 pub fn set_u24(b: &mut [u8], f: Field, v: u32) {
     b[f].copy_from_slice(&v.to_be_bytes()[1..]);
 }
 
+/// Writes `v` big-endian into `b[f]`.
 #[inline]
 pub fn set_u32(b: &mut [u8], f: Field, v: u32) {
     b[f].copy_from_slice(&v.to_be_bytes());
 }
 
+/// Writes `v` big-endian into `b[f]`.
 #[inline]
 pub fn set_u64(b: &mut [u8], f: Field, v: u64) {
     b[f].copy_from_slice(&v.to_be_bytes());
@@ -86,3 +95,27 @@ macro_rules! fixed_view {
     };
 }
 pub(crate) use fixed_view;
+
+/// Writes the big-endian `v` at `b[at..at + 2]`.
+#[inline(always)]
+pub fn put16(b: &mut [u8], at: usize, v: u16) {
+    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Writes the low 24 bits of `v`, big-endian, at `b[at..at + 3]`.
+#[inline(always)]
+pub fn put24(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 3].copy_from_slice(&(v & 0xFF_FFFF).to_be_bytes()[1..]);
+}
+
+/// Writes the big-endian `v` at `b[at..at + 4]`.
+#[inline(always)]
+pub fn put32(b: &mut [u8], at: usize, v: u32) {
+    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
+}
+
+/// Writes the big-endian `v` at `b[at..at + 8]`.
+#[inline(always)]
+pub fn put64(b: &mut [u8], at: usize, v: u64) {
+    b[at..at + 8].copy_from_slice(&v.to_be_bytes());
+}

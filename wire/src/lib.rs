@@ -29,7 +29,7 @@ pub mod bth;
 pub mod cnp;
 pub mod deth;
 mod error;
-mod field;
+pub mod field;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;

@@ -2,6 +2,7 @@
 //!
 //! The view ([`Packet`]) locates every header through the [opcode table](crate::opcode); the
 //! [`Repr`] is the parsed meaning of a well-formed packet and can emit it again byte for byte.
+use crate::field::{put16, put24, put32, put64};
 use crate::opcode::{hdr_len, offsets_of, Offsets, OpFlags, OpInfo, Opcode, Support};
 use crate::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, rdeth, reth};
 use crate::{field, Error, Result, ICRC_LEN};
@@ -603,22 +604,6 @@ fn be64(b: &[u8], at: usize) -> u64 {
     let mut a = [0u8; 8];
     a.copy_from_slice(&b[at..at + 8]);
     u64::from_be_bytes(a)
-}
-#[inline(always)]
-fn put16(b: &mut [u8], at: usize, v: u16) {
-    b[at..at + 2].copy_from_slice(&v.to_be_bytes());
-}
-#[inline(always)]
-fn put24(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 3].copy_from_slice(&(v & 0xFF_FFFF).to_be_bytes()[1..]);
-}
-#[inline(always)]
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
-}
-#[inline(always)]
-fn put64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
 impl fmt::Display for Repr {

@@ -3,6 +3,7 @@
 //! would build (tested below against it), without assembling a `Repr` per packet.
 use crate::queue::SendWqe;
 use crate::verbs::WrOpcode;
+use roce_wire::field::{put24, put32, put64};
 use roce_wire::opcode::hdr_len;
 use roce_wire::transport::pad_for;
 use roce_wire::{OpFlags, Opcode, Psn, ICRC_LEN};
@@ -20,19 +21,6 @@ pub(crate) struct RequestHeaders<'a> {
     /// Bytes of the message not yet sent (the RETH's DMA length).
     pub resid: u32,
     pub payload: u32,
-}
-
-#[inline(always)]
-fn put24(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 3].copy_from_slice(&(v & 0xFF_FFFF).to_be_bytes()[1..]);
-}
-#[inline(always)]
-fn put32(b: &mut [u8], at: usize, v: u32) {
-    b[at..at + 4].copy_from_slice(&v.to_be_bytes());
-}
-#[inline(always)]
-fn put64(b: &mut [u8], at: usize, v: u64) {
-    b[at..at + 8].copy_from_slice(&v.to_be_bytes());
 }
 
 impl RequestHeaders<'_> {
