@@ -428,24 +428,19 @@ impl SimNet {
         if self.direct() {
             // Zero-latency perfect link: exactly what `transmit` does for it (no random draw,
             // one copy due now), written in place.
+            let nic = &mut self.nics[i];
             loop {
-                let slot = self.due.next_free();
-                let Some(t) = self.nics[i].poll_transmit(now, &mut slot.data) else {
-                    return sent;
+                let hand = Direct {
+                    due: &mut self.due,
+                    routes: &mut self.routes,
+                    stats: &mut self.stats,
+                    seq: &mut self.seq,
                 };
-                sent = true;
-                self.stats.transmitted += 1;
-                match route(&mut self.routes, t.dst_ip) {
-                    Some(to) => {
-                        slot.to = to;
-                        slot.meta = t.rx_meta();
-                        slot.len = t.len;
-                        self.due.commit();
-                        self.seq += 1;
-                    }
-                    None => self.stats.unroutable += 1,
+                if !hand.send(nic, now) {
+                    return sent;
                 }
-                if !self.nics[i].may_transmit() {
+                sent = true;
+                if !nic.may_transmit() {
                     return sent;
                 }
             }
@@ -510,22 +505,16 @@ impl SimNet {
             let mut progress = false;
             for nic in self.nics.iter_mut() {
                 while nic.may_transmit() {
-                    let slot = self.due.next_free();
-                    let Some(t) = nic.poll_transmit(now, &mut slot.data) else {
-                        break;
+                    let hand = Direct {
+                        due: &mut self.due,
+                        routes: &mut self.routes,
+                        stats: &mut self.stats,
+                        seq: &mut self.seq,
                     };
-                    progress = true;
-                    self.stats.transmitted += 1;
-                    match route(&mut self.routes, t.dst_ip) {
-                        Some(to) => {
-                            slot.to = to;
-                            slot.meta = t.rx_meta();
-                            slot.len = t.len;
-                            self.due.commit();
-                            self.seq += 1;
-                        }
-                        None => self.stats.unroutable += 1,
+                    if !hand.send(nic, now) {
+                        break;
                     }
+                    progress = true;
                 }
             }
             // let the receiver answer before more arrivals at the same instant
@@ -605,6 +594,38 @@ impl SimNet {
 
 /// The NIC that has `ip`; moves its entry to the front, since consecutive datagrams mostly go
 /// to the same place.
+/// The zero-latency hand-off of [`SimNet::drain_nic`] and [`SimNet::pump_direct`]: a datagram
+/// goes straight from a NIC into the due ring, written in place.
+struct Direct<'a> {
+    due: &'a mut due::Due,
+    routes: &'a mut [(IpAddr, usize)],
+    stats: &'a mut SimStats,
+    seq: &'a mut u64,
+}
+
+impl Direct<'_> {
+    /// `nic` transmits one datagram into the due ring; false when it had nothing to send.
+    #[inline(always)]
+    fn send(self, nic: &mut Nic, now: Instant) -> bool {
+        let slot = self.due.next_free();
+        let Some(t) = nic.poll_transmit(now, &mut slot.data) else {
+            return false;
+        };
+        self.stats.transmitted += 1;
+        match route(self.routes, t.dst_ip) {
+            Some(to) => {
+                slot.to = to;
+                slot.meta = t.rx_meta();
+                slot.len = t.len;
+                self.due.commit();
+                *self.seq += 1;
+            }
+            None => self.stats.unroutable += 1,
+        }
+        true
+    }
+}
+
 #[inline]
 fn route(routes: &mut [(IpAddr, usize)], ip: IpAddr) -> Option<usize> {
     if let Some(&(a, i)) = routes.first() {
