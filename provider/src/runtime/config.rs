@@ -35,6 +35,8 @@ pub struct Config {
     pub spin: Duration,
     /// Run the background progress thread (timers, event-driven programs). Default on.
     pub progress_thread: bool,
+    /// Diagnostics only as `tracing` warnings, not on stderr (`ROCE_QUIET=1`).
+    pub quiet: bool,
     /// Directory for the statistics file read by `roce stat` (`None`: [`default_stat_dir`]).
     pub stat_dir: Option<PathBuf>,
     /// How often the progress thread rewrites the statistics file.
@@ -57,6 +59,7 @@ impl Config {
             icrc_policy: IcrcPolicy::AssumeZeroElseAccept,
             spin: Duration::from_micros(50),
             progress_thread: true,
+            quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
             stat_dir: None,
             stat_interval: Duration::from_millis(500),
         }

@@ -61,7 +61,7 @@ impl Device {
             ctr: RuntimeCounters::default(),
             icrc: IcrcCounters::default(),
             stat_path,
-            quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
+            quiet: cfg.quiet,
             cfg,
         });
         register_for_exit(&shared);

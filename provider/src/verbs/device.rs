@@ -32,6 +32,10 @@ pub struct DeviceConfig {
     /// UDP runtime: run the background progress thread (timers and arriving packets progress
     /// when nobody polls). Default on.
     pub progress_thread: bool,
+    /// UDP runtime: diagnostics (`roce: QP 0x..: what happened. What to do.`) only as
+    /// `tracing` warnings, not on stderr; the `diag_*` counters count them either way. Default:
+    /// `ROCE_QUIET=1` in the environment.
+    pub quiet: bool,
 }
 
 impl DeviceConfig {
@@ -45,6 +49,7 @@ impl DeviceConfig {
             pcap: None,
             loss: 0.0,
             progress_thread: true,
+            quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
         }
     }
 
@@ -130,6 +135,7 @@ impl Device {
         rc.loss = cfg.loss;
         rc.fault_seed ^= cfg.seed;
         rc.progress_thread = cfg.progress_thread;
+        rc.quiet = cfg.quiet;
         let dev = crate::runtime::Device::open(rc)
             .map_err(|source| Error::OpenDevice { ip: cfg.ip, source })?;
         Ok(Context::from_engine(
