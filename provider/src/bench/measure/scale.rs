@@ -62,18 +62,14 @@ pub(super) fn scale_and_loss(
     // Without progress threads nobody else drives the passive device: poll its CQ meanwhile.
     let stop = AtomicBool::new(false);
     let drive = !PROGRESS_THREAD.load(Ordering::Relaxed);
-    std::thread::scope(|sc| -> Result<Scale, String> {
+    let many = std::thread::scope(|sc| {
         if drive {
             sc.spawn(|| {
                 let mut wcs = [WorkCompletion::default(); 16];
-                while !stop.load(Ordering::Relaxed) {
-                    if cq_b.poll(&mut wcs).is_err() {
-                        break;
-                    }
-                }
+                while !stop.load(Ordering::Relaxed) && cq_b.poll(&mut wcs).is_ok() {}
             });
         }
-        let r = (|| -> Result<Scale, String> {
+        let r = (|| -> Result<BwResult, String> {
             let start = Instant::now();
             let mut last = start;
             let mut posting = true;
@@ -106,21 +102,22 @@ pub(super) fn scale_and_loss(
                     return Err("1,000 QPs: no completion for 20 s".into());
                 }
             }
-            let many = BwResult {
+            Ok(BwResult {
                 size: 65536,
                 iterations: done,
                 seconds: (last - start).as_secs_f64(),
-            };
-            Ok(Scale {
-                lossless: lossless.clone(),
-                lossy: lossy.clone().ok(),
-                lossy_ips: (la, lb),
-                many,
-                qps: nqp,
-                bytes_per_qp: mem / nqp,
             })
         })();
         stop.store(true, Ordering::Relaxed);
         r
+    })?;
+    drop(peers);
+    Ok(Scale {
+        lossless,
+        lossy: lossy.ok(),
+        lossy_ips: (la, lb),
+        many,
+        qps: nqp,
+        bytes_per_qp: mem / nqp,
     })
 }
