@@ -35,6 +35,7 @@ pub use error::{Error, Result};
 pub use mem::{MemoryRegion, Mr, VecMemory};
 pub use net::{IcrcPolicy, RxMeta, Transmit};
 pub use nic::{Nic, NicConfig};
+pub use qp::{MAX_UNACKED_PSNS, MIN_UNACKED_PSNS};
 pub use time::Instant;
 pub use verbs::*;
 

@@ -43,6 +43,10 @@ pub struct NicConfig {
     /// IPv4 identification the ICRC of transmitted datagrams covers. 0 by default: what Linux
     /// puts in a DF datagram from an unconnected UDP socket. The driver must send this value.
     pub tx_ipv4_id: u16,
+    /// How low an RC requester's limit on unacknowledged PSNs goes after a loss (README,
+    /// deviation 12): 32 by default ([`MIN_UNACKED_PSNS`](crate::MIN_UNACKED_PSNS)); 128 keeps
+    /// rxe's fixed limit (a driver that answers a NAK within a fraction of a window).
+    pub min_unacked_psns: u32,
 }
 
 impl NicConfig {
@@ -60,6 +64,7 @@ impl NicConfig {
             seed: 0x5eed,
             device_attr: DeviceAttr::default(),
             tx_ipv4_id: 0,
+            min_unacked_psns: crate::MIN_UNACKED_PSNS,
         }
     }
 }
@@ -224,6 +229,10 @@ impl Nic {
         }
         self.next_qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
         let mut qp = Qp::new(qpn, pd, init, crate::net::rxe_udp_sport(qpn));
+        qp.req.floor = self
+            .cfg
+            .min_unacked_psns
+            .clamp(1, crate::qp::MAX_UNACKED_PSNS);
         qp.resp.srq_sges.reserve_exact(srq_sge);
         self.sh.cqs.get_mut(init.send_cq.0).expect("checked").users += 1;
         self.sh.cqs.get_mut(init.recv_cq.0).expect("checked").users += 1;

@@ -155,6 +155,27 @@ fn window_halves_after_a_sequence_nak_and_grows_back() {
 }
 
 #[test]
+fn with_a_floor_of_128_the_limit_stays_rxe_s_after_a_nak() {
+    // What the UDP driver configures (it NAKs and reacts within a fraction of a window): a loss
+    // costs one retry and no window, and the wire keeps rxe's AckReq cadence.
+    let o = Opts {
+        min_unacked_psns: MAX_UNACKED_PSNS,
+        ..opts(14)
+    };
+    let mut p = Pair::new(1, LinkConfig::default(), o);
+    let (qa, ia) = (p.a.qpn, p.a.idx);
+    drop_psns(&mut p, &[0x100 + 100]);
+    let r = stream(&mut p, 10, 32, 1_000);
+    in_order(&r, 10);
+    let c = *p.net.nics[ia].counters();
+    assert_eq!(
+        (c.rcvd_seq_err, c.completer_retry_err, c.retry_timeouts),
+        (1, 1, 0)
+    );
+    assert_eq!(p.net.nics[ia].qp_unacked_limit(qa), Some(128));
+}
+
+#[test]
 fn window_never_drops_below_its_floor_and_never_exceeds_rxe() {
     let mut p = Pair::new(2, LinkConfig::default(), opts(14));
     let (qa, ia) = (p.a.qpn, p.a.idx);

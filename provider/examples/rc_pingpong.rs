@@ -111,7 +111,7 @@ pub fn run(
     let client = side(ip_client, false, None, tcp, iters, size);
     if client.is_err() && !server.is_finished() {
         // the server may wait for us forever: report ours
-        return Err(client.err().expect("checked"));
+        return Err(client.expect_err("checked"));
     }
     let server = server.join().map_err(|_| "server thread panicked")?;
     // the server's error first: when it failed (e.g. its address is taken), ours follows

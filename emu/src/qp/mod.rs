@@ -24,12 +24,13 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 
 /// RXE_MAX_UNACKED_PSNS.
-pub(crate) const MAX_UNACKED_PSNS: u32 = 128;
+pub const MAX_UNACKED_PSNS: u32 = 128;
 /// RXE_MAX_PKT_PER_ACK.
 pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
 /// Smallest limit on unacknowledged PSNs the requester's loss response goes down to
-/// ([`ReqState::window`]).
-pub(crate) const MIN_UNACKED_PSNS: u32 = 32;
+/// ([`ReqState::window`]), unless [`NicConfig::min_unacked_psns`](crate::NicConfig) says
+/// otherwise.
+pub const MIN_UNACKED_PSNS: u32 = 32;
 /// Depth of the per-QP responder output queue (ACK/NAK, read and atomic responses).
 pub(crate) const RESP_JOBS: usize = 64;
 
@@ -74,10 +75,12 @@ pub(crate) struct ReqState {
     /// Responses at or beyond it answer nothing we sent and are ignored.
     pub psn_hi: Psn,
     /// Limit on unacknowledged PSNs (RC). rxe always uses [`MAX_UNACKED_PSNS`]; we halve it
-    /// when a retry starts (PSN-sequence NAK or local ACK timeout), down to
-    /// [`MIN_UNACKED_PSNS`], and grow it back by one per `window` PSNs acknowledged, so that
+    /// when a retry starts (PSN-sequence NAK or local ACK timeout), down to `floor`
+    /// ([`MIN_UNACKED_PSNS`] by default), and grow it back by one per `window` PSNs acknowledged, so that
     /// go-back-N after a loss resends a smaller window (a deliberate deviation, emu README).
     pub window: u32,
+    /// The lowest `window` goes (`MAX_UNACKED_PSNS`: never below rxe's fixed limit).
+    pub floor: u32,
     /// PSNs acknowledged since the window last grew.
     pub window_acked: u32,
     /// The pending retry answers a PSN-sequence NAK (not the local ACK timer, not an RNR
@@ -100,6 +103,7 @@ impl Default for ReqState {
             wait_rnr: false,
             psn_hi: Psn::default(),
             window: MAX_UNACKED_PSNS,
+            floor: MIN_UNACKED_PSNS,
             window_acked: 0,
             dup_next_retry: false,
             dup_head: None,
@@ -108,9 +112,9 @@ impl Default for ReqState {
 }
 
 impl ReqState {
-    /// A retry starts: halve the window (not below [`MIN_UNACKED_PSNS`]).
+    /// A retry starts: halve the window (not below `floor`).
     pub(crate) fn window_cut(&mut self) {
-        self.window = (self.window / 2).max(MIN_UNACKED_PSNS);
+        self.window = (self.window / 2).max(self.floor);
         self.window_acked = 0;
     }
 

@@ -53,6 +53,8 @@ pub struct Opts {
     pub access: AccessFlags,
     pub use_srq: bool,
     pub sq_sig_all: bool,
+    /// `NicConfig::min_unacked_psns` of both NICs.
+    pub min_unacked_psns: u32,
 }
 
 impl Default for Opts {
@@ -74,6 +76,7 @@ impl Default for Opts {
                 | AccessFlags::REMOTE_ATOMIC,
             use_srq: false,
             sq_sig_all: false,
+            min_unacked_psns: MIN_UNACKED_PSNS,
         }
     }
 }
@@ -90,6 +93,7 @@ fn side(net: &mut SimNet, ip: &str, o: &Opts, seed: u64) -> Side {
     let ip: IpAddr = ip.parse().unwrap();
     let mut cfg = NicConfig::new(ip);
     cfg.seed = seed;
+    cfg.min_unacked_psns = o.min_unacked_psns;
     let idx = net.add_nic(Nic::new(cfg));
     let nic = &mut net.nics[idx];
     let pd = nic.alloc_pd().unwrap();

@@ -35,6 +35,11 @@ pub struct Config {
     pub spin: Duration,
     /// Run the background progress thread (timers, event-driven programs). Default on.
     pub progress_thread: bool,
+    /// Lowest limit on unacknowledged PSNs an RC requester goes down to after a loss (emu
+    /// README, deviation 12). Default 128 = rxe's fixed limit, never lowered: this driver sends a
+    /// PSN-sequence NAK as soon as the gap shows and looks for one between pieces of a long
+    /// burst, so a loss costs a fraction of a window without shrinking it (`ROCE_UNACKED_FLOOR`).
+    pub min_unacked_psns: u32,
     /// Diagnostics only as `tracing` warnings, not on stderr (`ROCE_QUIET=1`).
     pub quiet: bool,
     /// Directory for the statistics file read by `roce stat` (`None`: [`default_stat_dir`]).
@@ -59,6 +64,7 @@ impl Config {
             icrc_policy: IcrcPolicy::AssumeZeroElseAccept,
             spin: Duration::from_micros(50),
             progress_thread: true,
+            min_unacked_psns: roce_emu::MAX_UNACKED_PSNS,
             quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
             stat_dir: None,
             stat_interval: Duration::from_millis(500),
@@ -151,6 +157,14 @@ impl Config {
                 Ok(us) => c.spin = Duration::from_micros(us),
                 Err(_) => warn(format!(
                     "ROCE_SPIN_US={s:?} is not a number of microseconds"
+                )),
+            }
+        }
+        if let Some(s) = get("ROCE_UNACKED_FLOOR") {
+            match s.trim().parse::<u32>() {
+                Ok(n) if (1..=roce_emu::MAX_UNACKED_PSNS).contains(&n) => c.min_unacked_psns = n,
+                _ => warn(format!(
+                    "ROCE_UNACKED_FLOOR={s:?}: a number of PSNs, 1 to 128"
                 )),
             }
         }

@@ -12,6 +12,7 @@ impl Device {
         // The driver checks ICRCs (it knows the GRO segment index and the policy); the engine
         // is told "unknown IPv4 ID" so it does not compute the CRC a second time.
         ncfg.icrc_policy = roce_emu::IcrcPolicy::Skip;
+        ncfg.min_unacked_psns = cfg.min_unacked_psns;
         ncfg.seed = std::process::id() as u64 ^ 0x5eed_0000_0000 ^ (cfg.fault_seed << 20);
         let nic = Nic::new(ncfg);
         let sock = Socket::bind(cfg.ip, SocketConfig::default()).map_err(|e| {
@@ -47,6 +48,8 @@ impl Device {
             async_handler: None,
             tx_deferred: false,
             doorbell: Doorbell::default(),
+            retries_seen: 0,
+            pieces_until: 0,
             sock,
         };
         let shared = Arc::new(Shared {

@@ -46,6 +46,7 @@
 //! | `ROCE_FAULT_ACKS` | unset | `1`: also drop/reorder plain RC ACK/NAK packets (default off: a lost *final* ACK leaves the peer retrying forever once the other program exited, `retry_cnt = 7` being infinite as in rxe) |
 //! | `ROCE_ICRC_POLICY` | `assume-zero` | `strict`, `assume-zero`, `trust`, `recover` ([`crate::udp::IcrcPolicy`]) |
 //! | `ROCE_SPIN_US` | `50` | how long the progress thread spins after activity |
+//! | `ROCE_UNACKED_FLOOR` | `128` | lowest RC limit on unacknowledged PSNs after a loss (emu README, deviation 12; 128 = rxe's fixed limit) |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
 //! | `ROCE_STAT_DIR` | `$XDG_RUNTIME_DIR/roce` or `/tmp/roce-<uid>` | where counters are written for `roce stat` |
 //! | `ROCE_STATS_AT_CLOSE` | unset | `1`: print the runtime counters (`tx_flushes`, `thread_sleeps`, …) on stderr when the device closes |
@@ -71,6 +72,8 @@ mod doorbell;
 #[cfg(test)]
 mod doorbell_tests;
 mod fault;
+#[cfg(test)]
+mod loss_tests;
 mod progress;
 pub mod stat;
 mod transmit;
@@ -146,6 +149,12 @@ pub struct RuntimeCounters {
     /// Positive ACKs not sent because a later ACK of the same QP in the same transmit burst
     /// covers them (ACK coalescing).
     pub tx_acks_coalesced: AtomicU64,
+    /// Transmits started inside a receive batch because a request arrived out of sequence
+    /// (the PSN-sequence NAK it queued leaves at once).
+    pub tx_urgent: AtomicU64,
+    /// Receives done between two pieces of a long transmit burst that found something (see
+    /// `PIECE_PKTS`).
+    pub tx_piece_receives: AtomicU64,
     /// Completion-channel events delivered.
     pub comp_events: AtomicU64,
     /// Async events delivered.
@@ -176,6 +185,8 @@ impl RuntimeCounters {
             ("tx_acks_coalesced", &self.tx_acks_coalesced),
             ("tx_doorbell_deferred", &self.tx_doorbell_deferred),
             ("tx_doorbell_thread", &self.tx_doorbell_thread),
+            ("tx_urgent", &self.tx_urgent),
+            ("tx_piece_receives", &self.tx_piece_receives),
             ("comp_events", &self.comp_events),
             ("async_events", &self.async_events),
             ("pcap_errors", &self.pcap_errors),
@@ -222,6 +233,10 @@ struct Engine {
     tx_deferred: bool,
     /// Posts waiting for their transmit (deferred doorbell).
     doorbell: Doorbell,
+    /// The engine's `completer_retry_err` when a transmit last looked, and until when (virtual
+    /// ns) long bursts go out in pieces (see `PIECE_PKTS` in `transmit.rs`).
+    retries_seen: u64,
+    pieces_until: u64,
 }
 
 struct Shared {

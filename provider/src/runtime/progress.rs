@@ -105,6 +105,18 @@ impl Shared {
     /// what the engine queued once at least [`EARLY_TX_BYTES`] were handled, so ACKs leave while
     /// the rest of the batch is handled and the sender's 128-PSN window keeps moving.
     pub(super) fn handle_batch(&self, e: &mut Engine, rx: &RecvBatch, now: Instant) {
+        self.handle_batch_with(e, rx, now, true)
+    }
+
+    /// [`Shared::handle_batch`]; `may_transmit` false: queue everything (the caller is inside
+    /// a transmit).
+    pub(super) fn handle_batch_with(
+        &self,
+        e: &mut Engine,
+        rx: &RecvBatch,
+        now: Instant,
+        may_transmit: bool,
+    ) {
         self.ctr.rx_batches.fetch_add(1, Relaxed);
         // A post after this reacts to what arrived (a ping-pong, ib_write_lat spinning on
         // memory): it is not part of a burst, its doorbell rings at once.
@@ -118,8 +130,12 @@ impl Shared {
         // Write sender gets ~5 per batch) it sent one message per ACK, one `sendmmsg` each,
         // where one transmit after the batch sends them all together.
         let mut since = 0usize;
+        // Out-of-sequence requests seen so far: the first one of a gap queues a PSN-sequence
+        // NAK, which leaves at once (see below).
+        let mut oos = e.nic.counters().out_of_seq_request;
+        let mut in_gap = false;
         for d in rx.iter() {
-            if d.gro_index == 0 && since >= EARLY_TX_BYTES {
+            if may_transmit && d.gro_index == 0 && since >= EARLY_TX_BYTES {
                 self.transmit(e, now);
                 since = 0;
             }
@@ -168,6 +184,18 @@ impl Shared {
                 meta.ipv4_id = None;
             }
             e.nic.handle_datagram(now, &meta, d.payload);
+            let o = e.nic.counters().out_of_seq_request;
+            let first_of_gap = o != oos && !in_gap;
+            in_gap = o != oos;
+            oos = o;
+            if first_of_gap && may_transmit {
+                // Go-back-N: everything the requester sends from now until this NAK reaches
+                // it is dropped here. Send it now, not after the batch (once per run of
+                // out-of-sequence datagrams: the responder NAKs a gap once).
+                self.ctr.tx_urgent.fetch_add(1, Relaxed);
+                self.transmit(e, now);
+                since = 0;
+            }
         }
     }
 

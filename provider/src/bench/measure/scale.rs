@@ -66,7 +66,9 @@ pub(super) fn scale_and_loss(
         if drive {
             sc.spawn(|| {
                 let mut wcs = [WorkCompletion::default(); 16];
-                while !stop.load(Ordering::Relaxed) && cq_b.poll(&mut wcs).is_ok() {}
+                while !stop.load(Ordering::Relaxed) && cq_b.poll(&mut wcs).is_ok() {
+                    std::hint::spin_loop();
+                }
             });
         }
         let r = (|| -> Result<BwResult, String> {
