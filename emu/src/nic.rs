@@ -93,6 +93,8 @@ pub struct Nic {
     qps: QpTable,
     next_qpn: u32,
     ready: ready::Ready,
+    /// Bytes the QP at the front of `ready` has sent in its current turn (see [`QP_TURN_BYTES`]).
+    turn_bytes: usize,
     /// Armed QP timers, earliest first; entries whose QP no longer has that deadline are stale
     /// and dropped lazily (the top is always live after every `&mut self` call).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
@@ -100,6 +102,13 @@ pub struct Nic {
     active_mtu: Mtu,
     span: tracing::Span,
 }
+
+/// A QP with more to send keeps the transmit path for this many bytes before the next ready QP
+/// gets its turn (rxe's tasks, too, run a QP's requester many packets at a time). Packet by
+/// packet round robin interleaved the messages of QPs that became ready together, so a driver
+/// could batch no two consecutive packets into one GSO send (they differ in UDP source port):
+/// 64 KiB is one GSO send's worth.
+const QP_TURN_BYTES: usize = 64 << 10;
 
 const MIN_QPN: u32 = 17;
 const MAX_QPN: u32 = 0x20000;
@@ -148,6 +157,7 @@ impl Nic {
             qps: QpTable::default(),
             next_qpn: MIN_QPN,
             ready: ready::Ready::with_capacity(64),
+            turn_bytes: 0,
             timers: BinaryHeap::with_capacity(64),
             scratch: Vec::with_capacity(64),
             active_mtu,
@@ -609,11 +619,13 @@ impl Nic {
         while let Some(qpn) = self.ready.front() {
             let Some(qp) = self.qps.get_mut(qpn) else {
                 self.ready.pop_front();
+                self.turn_bytes = 0;
                 continue;
             };
             if qp.state == QpState::Reset || !qp.may_transmit() {
                 qp.in_ready = false;
                 self.ready.pop_front();
+                self.turn_bytes = 0;
                 continue;
             }
             let before = qp.deadline();
@@ -626,16 +638,22 @@ impl Nic {
             if t.is_none() {
                 t = qp.requester_next(&mut ctx, now, buf);
             }
-            // Back in line (at the end: round robin) only with more to send: a QP with nothing
-            // left would be dropped by the next poll anyway (any input that gives it work again
-            // puts it back), so the driver's final poll costs a compare, not a QP visit.
+            // Back in line (at the end: round robin) only with more to send, after its turn
+            // (`QP_TURN_BYTES`): a QP with nothing left would be dropped by the next poll anyway
+            // (any input that gives it work again puts it back), so the driver's final poll
+            // costs a compare, not a QP visit.
             let more = t.is_some() && qp.may_transmit();
             let timer_moved = qp.deadline() != before;
             if more {
-                self.ready.rotate();
+                self.turn_bytes += t.as_ref().map_or(0, |t| t.len);
+                if self.turn_bytes >= QP_TURN_BYTES {
+                    self.ready.rotate();
+                    self.turn_bytes = 0;
+                }
             } else {
                 qp.in_ready = false;
                 self.ready.pop_front();
+                self.turn_bytes = 0;
             }
             if timer_moved {
                 self.sync_timer(qpn, before);

@@ -140,6 +140,7 @@ impl Device {
             sh.arm_doorbell(now);
         } else {
             sh.progress(&mut e, Origin::Post);
+            e.doorbell.transmitted_at(sh.now().as_nanos());
         }
         Ok(())
     }

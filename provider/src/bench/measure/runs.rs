@@ -300,6 +300,7 @@ pub fn in_process(
             plan.duration,
             &a,
             &mut passive,
+            plan.counters.then_some(&mut *err),
         )?);
         rep.compute_checks();
     }

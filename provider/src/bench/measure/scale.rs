@@ -11,6 +11,7 @@ pub(super) fn scale_and_loss(
     dur: Duration,
     a: &Side,
     passive: &mut LocalPassive,
+    counters: Option<&mut dyn Write>,
 ) -> Result<Scale, String> {
     let next = |ip: IpAddr, k: u8| match ip {
         IpAddr::V4(v) => {
@@ -62,6 +63,7 @@ pub(super) fn scale_and_loss(
     // Without progress threads nobody else drives the passive device: poll its CQ meanwhile.
     let stop = AtomicBool::new(false);
     let drive = !PROGRESS_THREAD.load(Ordering::Relaxed);
+    let c0 = counters.is_some().then(|| CounterSnap::take(a, Some(b)));
     let many = std::thread::scope(|sc| {
         if drive {
             sc.spawn(|| {
@@ -113,6 +115,10 @@ pub(super) fn scale_and_loss(
         stop.store(true, Ordering::Relaxed);
         r
     })?;
+    if let (Some(c0), Some(err)) = (c0, counters) {
+        let c1 = CounterSnap::take(a, Some(b));
+        c0.print(&c1, many.iterations, "1,000 QPs 64 KiB Write", err);
+    }
     drop(peers);
     Ok(Scale {
         lossless,
