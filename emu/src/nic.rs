@@ -93,8 +93,6 @@ pub struct Nic {
     qps: QpTable,
     next_qpn: u32,
     ready: ready::Ready,
-    /// Bytes the QP at the front of `ready` has sent in its current turn (see [`QP_TURN_BYTES`]).
-    turn_bytes: usize,
     /// Armed QP timers, earliest first; entries whose QP no longer has that deadline are stale
     /// and dropped lazily (the top is always live after every `&mut self` call).
     timers: BinaryHeap<Reverse<(Instant, u32)>>,
@@ -103,8 +101,8 @@ pub struct Nic {
     span: tracing::Span,
 }
 
-/// A QP with more to send keeps the transmit path for this many bytes before the next ready QP
-/// gets its turn (rxe's tasks, too, run a QP's requester many packets at a time). Packet by
+/// A QP with more to send keeps the transmit path for about this many bytes (its MTU + 32 per
+/// packet) before the next ready QP gets its turn (rxe's tasks, too, run a QP's requester many packets at a time). Packet by
 /// packet round robin interleaved the messages of QPs that became ready together, so a driver
 /// could batch no two consecutive packets into one GSO send (they differ in UDP source port):
 /// 64 KiB is one GSO send's worth.
@@ -157,7 +155,6 @@ impl Nic {
             qps: QpTable::default(),
             next_qpn: MIN_QPN,
             ready: ready::Ready::with_capacity(64),
-            turn_bytes: 0,
             timers: BinaryHeap::with_capacity(64),
             scratch: Vec::with_capacity(64),
             active_mtu,
@@ -619,13 +616,11 @@ impl Nic {
         while let Some(qpn) = self.ready.front() {
             let Some(qp) = self.qps.get_mut(qpn) else {
                 self.ready.pop_front();
-                self.turn_bytes = 0;
                 continue;
             };
             if qp.state == QpState::Reset || !qp.may_transmit() {
                 qp.in_ready = false;
                 self.ready.pop_front();
-                self.turn_bytes = 0;
                 continue;
             }
             let before = qp.deadline();
@@ -645,15 +640,10 @@ impl Nic {
             let more = t.is_some() && qp.may_transmit();
             let timer_moved = qp.deadline() != before;
             if more {
-                self.turn_bytes += t.as_ref().map_or(0, |t| t.len);
-                if self.turn_bytes >= QP_TURN_BYTES {
-                    self.ready.rotate();
-                    self.turn_bytes = 0;
-                }
+                self.ready.served(qp.mtu, QP_TURN_BYTES);
             } else {
                 qp.in_ready = false;
                 self.ready.pop_front();
-                self.turn_bytes = 0;
             }
             if timer_moved {
                 self.sync_timer(qpn, before);

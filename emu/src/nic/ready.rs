@@ -7,6 +7,8 @@ pub(super) struct Ready {
     slots: Vec<u32>,
     head: usize,
     len: usize,
+    /// Packets the front QP has sent in its current turn.
+    turn: usize,
 }
 
 impl Ready {
@@ -16,6 +18,7 @@ impl Ready {
             slots: vec![0; cap.max(1).next_power_of_two()],
             head: 0,
             len: 0,
+            turn: 0,
         }
     }
 
@@ -51,8 +54,24 @@ impl Ready {
         }
     }
 
+    /// The front QP, whose packets carry up to `mtu` payload bytes, sent one and has more to
+    /// send: it keeps its place until it has sent about `turn_bytes`, then goes to the back.
+    /// Free when it is alone. (Counted in packets: reading the packet's length here made
+    /// the caller copy its `Transmit` once more, 26 instructions per packet.)
+    #[inline]
+    pub fn served(&mut self, mtu: u32, turn_bytes: usize) {
+        if self.len > 1 {
+            self.turn += 1;
+            if self.turn * (mtu as usize + 32) >= turn_bytes {
+                self.turn = 0;
+                self.rotate();
+            }
+        }
+    }
+
     #[inline]
     pub fn pop_front(&mut self) -> Option<u32> {
+        self.turn = 0;
         if self.len == 0 {
             return None;
         }
