@@ -38,21 +38,7 @@ fn stream(p: &mut Pair, total: u64, depth: u64, limit_ms: u64) -> Run {
     loop {
         while posted < total && posted - (completed.len() as u64) < depth {
             let off = (posted % SLOTS) * MSG as u64;
-            let sg = [Sge {
-                addr: IOVA + off,
-                length: MSG,
-                lkey,
-            }];
-            let wr = SendWr {
-                wr_id: posted,
-                sg_list: &sg,
-                opcode: WrOpcode::RdmaWrite,
-                send_flags: SendFlags::SIGNALED,
-                remote_addr: IOVA + off,
-                rkey,
-                ..Default::default()
-            };
-            p.net.nics[p.a.idx].post_send(qa, &wr).unwrap();
+            post_write(&mut p.net.nics[p.a.idx], qa, posted, off, MSG, lkey, rkey);
             posted += 1;
         }
         let more = p.net.step();
@@ -129,12 +115,12 @@ fn in_order(r: &Run, total: u64) {
 /// Timeout 14 = 67 ms: a stall on the local ACK timer shows up as a wait of that order.
 const T14_NS: u64 = 4096 << 14;
 
-#[test]
-fn window_halves_after_a_sequence_nak_and_grows_back() {
-    let mut p = Pair::new(1, LinkConfig::default(), opts(14));
+/// Ten WRITEs whose 100th request packet is lost once: they complete in order after one
+/// NAK-started retry and no timeout. Returns the pair, A's QPN and NIC index.
+fn ten_writes_losing_the_100th_packet(o: Opts) -> (Pair, u32, usize) {
+    let mut p = Pair::new(1, LinkConfig::default(), o);
     let (qa, ia) = (p.a.qpn, p.a.idx);
     assert_eq!(p.net.nics[ia].qp_unacked_limit(qa), Some(128));
-    // the 100th request packet is lost once
     drop_psns(&mut p, &[0x100 + 100]);
     let r = stream(&mut p, 10, 32, 1_000);
     in_order(&r, 10);
@@ -143,6 +129,12 @@ fn window_halves_after_a_sequence_nak_and_grows_back() {
         (c.rcvd_seq_err, c.completer_retry_err, c.retry_timeouts),
         (1, 1, 0)
     );
+    (p, qa, ia)
+}
+
+#[test]
+fn window_halves_after_a_sequence_nak_and_grows_back() {
+    let (mut p, qa, ia) = ten_writes_losing_the_100th_packet(opts(14));
     let w = p.net.nics[ia].qp_unacked_limit(qa).unwrap();
     assert!(
         (64..70).contains(&w),
@@ -162,16 +154,7 @@ fn with_a_floor_of_128_the_limit_stays_rxe_s_after_a_nak() {
         min_unacked_psns: MAX_UNACKED_PSNS,
         ..opts(14)
     };
-    let mut p = Pair::new(1, LinkConfig::default(), o);
-    let (qa, ia) = (p.a.qpn, p.a.idx);
-    drop_psns(&mut p, &[0x100 + 100]);
-    let r = stream(&mut p, 10, 32, 1_000);
-    in_order(&r, 10);
-    let c = *p.net.nics[ia].counters();
-    assert_eq!(
-        (c.rcvd_seq_err, c.completer_retry_err, c.retry_timeouts),
-        (1, 1, 0)
-    );
+    let (p, qa, ia) = ten_writes_losing_the_100th_packet(o);
     assert_eq!(p.net.nics[ia].qp_unacked_limit(qa), Some(128));
 }
 
@@ -419,4 +402,103 @@ fn a_retried_send_that_takes_a_receive_is_sent_once_so_rnr_costs_one_retry() {
         .count();
     assert_eq!(sent_100, 3, "first transmission, NAK retry, RNR retry");
     assert_eq!(p.nic_a().counters().rcvd_rnr_err, 1);
+}
+
+/// Every packet A transmits now: `(psn, opcode, bytes, meta)`.
+fn drain(nic: &mut Nic, now: Instant, most: usize) -> Vec<(u32, u8, Vec<u8>, RxMeta)> {
+    let mut buf = vec![0u8; 4096 + 256];
+    let mut out = Vec::new();
+    while out.len() < most {
+        let Some(t) = nic.poll_transmit(now, &mut buf) else {
+            break;
+        };
+        let b = buf[..t.len].to_vec();
+        let psn = u32::from_be_bytes([0, b[9], b[10], b[11]]);
+        let meta = RxMeta {
+            src_ip: t.src_ip,
+            dst_ip: t.dst_ip,
+            src_port: t.src_port,
+            ipv4_id: Some(t.ipv4_id),
+            tos: t.tos,
+            ttl: t.ttl,
+            flow_label: t.flow_label,
+        };
+        out.push((psn, b[0], b, meta));
+    }
+    out
+}
+
+#[test]
+fn a_retry_after_a_late_ack_resends_the_acked_last_packet_with_its_own_psn() {
+    // W1 and W2, 4 packets each (PSNs 0x100-0x103, 0x104-0x107), all received by B; B's ACKs
+    // are held. The ACK timer fires: A rewinds and resends W1's first two packets; then B's
+    // ACK of 0x103 arrives (W1 is being resent, so it does not complete, but it acknowledges
+    // through 0x103). A finishes resending; its timer fires again. W1 is fully acknowledged:
+    // its last packet goes again with its own PSN 0x103 (a duplicate B re-ACKs), not with
+    // 0x104, where B expects W2's FIRST (a LAST there is an invalid request: REM_INV_REQ_ERR).
+    let mut p = Pair::new(4, LinkConfig::default(), opts(10));
+    let (ia, ib, qa) = (p.a.idx, p.b.idx, p.a.qpn);
+    let (lkey, rkey) = (p.a.mr.lkey, p.b.mr.rkey);
+    for k in 0..2u64 {
+        post_write(&mut p.net.nics[ia], qa, k, k * 4096, 4096, lkey, rkey);
+    }
+    let mut now = p.net.now;
+    let first = drain(&mut p.net.nics[ia], now, usize::MAX);
+    assert_eq!(first.len(), 8);
+    let mut acks = Vec::new();
+    for w in first.chunks(4) {
+        for (_, _, b, m) in w {
+            p.net.nics[ib].handle_datagram(now, m, b);
+        }
+        acks.extend(drain(&mut p.net.nics[ib], now, usize::MAX));
+    }
+    let ack_w1 = acks
+        .iter()
+        .find(|a| a.0 == 0x103)
+        .expect("B ACKs W1's last PSN");
+    // the ACK timer fires; two packets of the rewound W1 go out (and are lost)
+    now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
+    p.net.nics[ia].handle_timeout(now);
+    let again = drain(&mut p.net.nics[ia], now, 2);
+    assert_eq!(
+        again.iter().map(|x| x.0).collect::<Vec<_>>(),
+        [0x100, 0x101]
+    );
+    p.net.nics[ia].handle_datagram(now, &ack_w1.3, &ack_w1.2);
+    // the rest of the resend is lost too; the timer fires again
+    let rest = drain(&mut p.net.nics[ia], now, usize::MAX);
+    assert!(!rest.is_empty());
+    now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
+    p.net.nics[ia].handle_timeout(now);
+    let retry = drain(&mut p.net.nics[ia], now, usize::MAX);
+    // RC RDMA WRITE LAST = 0x08, FIRST = 0x06
+    assert_eq!(
+        (retry[0].0, retry[0].1),
+        (0x103, 0x08),
+        "W1's last packet, with its own PSN"
+    );
+    assert_eq!(
+        (retry[1].0, retry[1].1),
+        (0x104, 0x06),
+        "then W2 from its FIRST"
+    );
+    // B takes it all as duplicates and re-ACKs: both WRITEs complete successfully
+    for (_, _, b, m) in &retry {
+        p.net.nics[ib].handle_datagram(now, m, b);
+    }
+    for (_, _, b, m) in drain(&mut p.net.nics[ib], now, usize::MAX) {
+        p.net.nics[ia].handle_datagram(now, &m, &b);
+    }
+    for (_, _, b, m) in &acks {
+        p.net.nics[ia].handle_datagram(now, m, b);
+    }
+    let mut wc = [WorkCompletion::default(); 4];
+    let n = p.net.nics[ia].poll_cq(p.a.scq, &mut wc);
+    assert_eq!(n, 2, "{:?}", &wc[..n]);
+    assert!(
+        wc[..2].iter().all(|w| w.status == WcStatus::Success),
+        "{:?}",
+        &wc[..2]
+    );
+    assert_eq!(p.net.nics[ib].counters().out_of_seq_request, 0);
 }

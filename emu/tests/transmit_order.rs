@@ -40,21 +40,7 @@ fn a_ready_qp_sends_64_kib_before_the_next_qp_gets_its_turn() {
     connect(&mut p.net.nics[ib], &b2, &a2, &o, 0x400, 0x300);
     let (rkey, lkey) = (p.b.mr.rkey, p.a.mr.lkey);
     for (qpn, off) in [(p.a.qpn, 0u64), (qa2, LEN as u64)] {
-        let sg = [Sge {
-            addr: IOVA + off,
-            length: LEN,
-            lkey,
-        }];
-        let wr = SendWr {
-            wr_id: qpn as u64,
-            sg_list: &sg,
-            opcode: WrOpcode::RdmaWrite,
-            send_flags: SendFlags::SIGNALED,
-            remote_addr: IOVA + off,
-            rkey,
-            ..Default::default()
-        };
-        p.net.nics[ia].post_send(qpn, &wr).unwrap();
+        post_write(&mut p.net.nics[ia], qpn, qpn as u64, off, LEN, lkey, rkey);
     }
     // Everything A transmits, in order: the destination QP of each packet.
     let (dest1, dest2) = (p.b.qpn, qb2);

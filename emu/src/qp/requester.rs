@@ -107,6 +107,7 @@ impl Qp {
         self.sq.req = self.sq.head;
         self.req.psn = self.comp.psn;
         let mut first = true;
+        let mut resend_last = false;
         let mut i = self.sq.head;
         while i != self.sq.tail {
             let mtu = self.mtu;
@@ -130,14 +131,23 @@ impl Qp {
                     {
                         w.sent = (npsn as u64 * mtu as u64).min(w.length as u64) as u32;
                         if w.sent == w.length && w.opcode != WrOpcode::RdmaRead {
-                            // every packet was acknowledged: resend the last one
+                            // Every packet was acknowledged (an ACK of the last one arrived
+                            // after the WQE had been rewound and partly resent, so it did not
+                            // complete it): resend the last one, with its own PSN. From
+                            // `comp.psn` it went out with the next message's first PSN, and
+                            // the responder NAKed it as an invalid request (a LAST with no
+                            // FIRST): REM_INV_REQ_ERR under loss + reordering (tools matrix).
                             w.sent = w.length.saturating_sub(1) / mtu * mtu;
+                            resend_last = true;
                         }
                     }
                 }
                 w.state = WqeState::Posted;
             }
             i = i.wrapping_add(1);
+        }
+        if resend_last {
+            self.req.psn = self.comp.psn - 1;
         }
     }
 

@@ -388,3 +388,23 @@ pub fn gen_msg_len(rng: &mut impl rand::Rng) -> u32 {
         _ => rng.gen_range(1501..=6000),
     }
 }
+
+/// Posts a signaled RDMA WRITE of `len` bytes from `IOVA + off` (local `lkey`) to `IOVA + off`
+/// behind `rkey` on `qpn`.
+pub fn post_write(nic: &mut Nic, qpn: u32, wr_id: u64, off: u64, len: u32, lkey: u32, rkey: u32) {
+    let sg = [Sge {
+        addr: IOVA + off,
+        length: len,
+        lkey,
+    }];
+    let wr = SendWr {
+        wr_id,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaWrite,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + off,
+        rkey,
+        ..Default::default()
+    };
+    nic.post_send(qpn, &wr).unwrap();
+}
