@@ -173,15 +173,7 @@ fn direct_exchange(r: &mut Rig, buf: &mut [u8]) {
         let mut moved = false;
         for (from, to) in [(0usize, 1usize), (1, 0)] {
             while let Some(t) = r.net.nics[from].poll_transmit(now, buf) {
-                let meta = RxMeta {
-                    src_ip: t.src_ip,
-                    dst_ip: t.dst_ip,
-                    src_port: t.src_port,
-                    ipv4_id: Some(t.ipv4_id),
-                    tos: t.tos,
-                    ttl: t.ttl,
-                    flow_label: t.flow_label,
-                };
+                let meta = t.rx_meta();
                 r.net.nics[to].handle_datagram(now, &meta, &buf[..t.len]);
                 r.net.stats.delivered += 1;
                 moved = true;

@@ -225,15 +225,7 @@ pub(crate) fn verify_icrc(m: &RxMeta, id: u16, buf: &[u8]) -> bool {
 /// [`seal`]'s receive-side counterpart: true when the ICRC stored in `buf` (BTH..ICRC) matches
 /// the headers described by `t`. For drivers, tests and the benchmark baseline.
 pub fn verify(t: &Transmit, buf: &[u8]) -> bool {
-    let m = RxMeta {
-        src_ip: t.src_ip,
-        dst_ip: t.dst_ip,
-        src_port: t.src_port,
-        ipv4_id: Some(t.ipv4_id),
-        tos: t.tos,
-        ttl: t.ttl,
-        flow_label: t.flow_label,
-    };
+    let m = t.rx_meta();
     verify_icrc(&m, t.ipv4_id, buf)
 }
 

@@ -414,15 +414,7 @@ fn drain(nic: &mut Nic, now: Instant, most: usize) -> Vec<(u32, u8, Vec<u8>, RxM
         };
         let b = buf[..t.len].to_vec();
         let psn = u32::from_be_bytes([0, b[9], b[10], b[11]]);
-        let meta = RxMeta {
-            src_ip: t.src_ip,
-            dst_ip: t.dst_ip,
-            src_port: t.src_port,
-            ipv4_id: Some(t.ipv4_id),
-            tos: t.tos,
-            ttl: t.ttl,
-            flow_label: t.flow_label,
-        };
+        let meta = t.rx_meta();
         out.push((psn, b[0], b, meta));
     }
     out

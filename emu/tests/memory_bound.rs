@@ -278,15 +278,7 @@ fn a_million_packets_leave_memory_bounded() {
                     (&mut b, &mut a)
                 };
                 while let Some(t) = src.nic.poll_transmit(now, &mut out) {
-                    let m = RxMeta {
-                        src_ip: t.src_ip,
-                        dst_ip: t.dst_ip,
-                        src_port: t.src_port,
-                        ipv4_id: Some(t.ipv4_id),
-                        tos: t.tos,
-                        ttl: t.ttl,
-                        flow_label: t.flow_label,
-                    };
+                    let m = t.rx_meta();
                     dst.nic.handle_datagram(now, &m, &out[..t.len]);
                     moved = true;
                     let _ = to;

@@ -9,7 +9,7 @@ use super::*;
 const PIECE_PKTS: usize = 32;
 /// How long after the engine's last retry long bursts go out in pieces. Without loss they do
 /// not: the extra `sendmmsg` and `recvmmsg` per piece cost a lossless 64 KiB Write stream about
-/// 13% (loss_bw --loss 0, ten rounds each); the first loss of a quiet period costs up to the
+/// 13% (loss_bw --loss 0, five alternating runs); the first loss of a quiet period costs up to the
 /// rest of a window, the next ones (1% loss: every ~100 packets) find pieces on.
 const PIECES_NS: u64 = 100_000_000;
 
@@ -28,7 +28,7 @@ impl Shared {
             e.retries_seen = retries;
             e.pieces_until = now.as_nanos().saturating_add(PIECES_NS);
         }
-        let e_rx_free = e.rx.is_some() && now.as_nanos() < e.pieces_until;
+        let pieces = e.rx.is_some() && now.as_nanos() < e.pieces_until;
         loop {
             let mut piece = false;
             let Engine {
@@ -44,7 +44,7 @@ impl Shared {
             } = e;
             let mut produced = 0;
             while let Some(space) = tx.space() {
-                if produced >= PIECE_PKTS && e_rx_free {
+                if produced >= PIECE_PKTS && pieces {
                     // A long burst: flush what is built and look for a NAK before going on.
                     piece = true;
                     break;
