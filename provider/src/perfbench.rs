@@ -88,6 +88,7 @@ fn pair(
     tool: &str,
     args: &[String],
     port: u16,
+    mtu: u32,
     limit: Duration,
 ) -> Result<(String, String), String> {
     // Pinned like the raw UDP baseline (server CPU 0, client CPU 1) when taskset exists.
@@ -112,7 +113,11 @@ fn pair(
             ld.push(":");
             ld.push(old);
         }
-        c.env("LD_LIBRARY_PATH", ld).env("ROCE_IP", ip);
+        // The device's active MTU: perftest's `-m` only asks for one and falls back to the
+        // port's active MTU (the runtime's default is 1024) with a warning.
+        c.env("LD_LIBRARY_PATH", ld)
+            .env("ROCE_IP", ip)
+            .env("ROCE_MTU", mtu.to_string());
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -153,6 +158,17 @@ fn pair(
     };
     let c = out(client)?;
     let s = out(server)?;
+    // Compare like with like: the MTU perftest ran at is the one asked for.
+    for o in [&s, &c] {
+        if let Some(l) = o.lines().find(|l| l.trim_start().starts_with("Mtu")) {
+            if !l.contains(&format!(": {mtu}[B]")) {
+                return Err(format!(
+                    "{tool} ran at another MTU than {mtu}: {}",
+                    l.trim()
+                ));
+            }
+        }
+    }
     Ok((s, c))
 }
 
@@ -210,7 +226,8 @@ pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
     .map(|s| s.to_string())
     .collect();
     r.commands.push(format!(
-        "ROCE_IP=127.0.0.{{1,2}} ib_write_bw {} [127.0.0.1]",
+        "ROCE_IP=127.0.0.{{1,2}} ROCE_MTU={} ib_write_bw {} [127.0.0.1]",
+        o.mtu,
         bw_args.join(" ")
     ));
     let _ = writeln!(log, "running: {}", r.commands[0]);
@@ -219,6 +236,7 @@ pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
         "ib_write_bw",
         &bw_args,
         o.port,
+        o.mtu,
         Duration::from_secs(o.secs + 60),
     )?;
     r.write_bw_gbps = result_field(&c, 3).ok_or_else(|| format!("no BW figure in:\n{c}"))?;
@@ -252,7 +270,8 @@ pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
     .map(|s| s.to_string())
     .collect();
     r.commands.push(format!(
-        "ROCE_IP=127.0.0.{{1,2}} ib_send_lat {} [127.0.0.1]",
+        "ROCE_IP=127.0.0.{{1,2}} ROCE_MTU={} ib_send_lat {} [127.0.0.1]",
+        o.mtu,
         lat_args.join(" ")
     ));
     let before = baseline::pingpong_samples(12 + 64 + 4, o.lat_iters.div_ceil(2))
@@ -263,6 +282,7 @@ pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
         "ib_send_lat",
         &lat_args,
         o.port + 1,
+        o.mtu,
         Duration::from_secs(120),
     )?;
     r.send_lat_typical_us =

@@ -156,7 +156,7 @@ fn opening_an_address_twice_is_a_typed_error() {
 #[test]
 fn example_rc_pingpong() {
     let r = rc_pingpong::run(ip("127.31.5.1"), ip("127.31.5.2"), 0, 200, 4096).unwrap();
-    assert_eq!(r.iters, 200);
+    assert_eq!((r.iters, r.size), (200, 4096));
 }
 
 #[test]
