@@ -107,6 +107,16 @@ pub type AsyncHandler = Arc<dyn Fn(AsyncEvent) + Send + Sync>;
 const MAX_PACKET: usize = 4096 + 64;
 /// The program counts as "progressing by itself" this long after its last inline progress.
 const APP_ACTIVE_NS: u64 = 200_000;
+/// The longest the progress thread sleeps between two looks at a program that keeps polling
+/// (the look interval grows 4x per look from [`APP_ACTIVE_NS`]): each wake-up of a sleeping
+/// thread costs a busy-polling program on this class of machine 30-100 µs.
+const APP_LOOK_MAX_NS: u64 = 12_800_000;
+/// A datagram waiting at a look while the program's last poll is older than this: the program
+/// stopped receiving (it spins on memory); the thread takes the socket over at once.
+const APP_STALE_NS: u64 = 100_000;
+/// After the thread caught the program not receiving, its looks stay at [`APP_ACTIVE_NS`] this
+/// long: such a program (ib_write_lat) would otherwise wait up to [`APP_LOOK_MAX_NS`] each time.
+const SHORT_LOOKS_NS: u64 = 10_000_000_000;
 
 /// Runtime counters (datapath side; the engine's are in [`roce_emu::Counters`]).
 #[derive(Debug, Default)]
@@ -139,6 +149,9 @@ pub struct RuntimeCounters {
     pub progress_thread: AtomicU64,
     /// Times the background thread blocked (went to sleep).
     pub thread_sleeps: AtomicU64,
+    /// Times the background thread found a datagram waiting while the program, which had
+    /// polled, stopped polling (it spins on memory): the thread received it at once.
+    pub thread_takeovers: AtomicU64,
     /// Polls that returned completions before transmitting what the engine queued.
     pub tx_deferred: AtomicU64,
     /// Posts whose transmit waited for a later doorbell (see the `doorbell` module).
@@ -181,6 +194,7 @@ impl RuntimeCounters {
             ("progress_inline", &self.progress_inline),
             ("progress_thread", &self.progress_thread),
             ("thread_sleeps", &self.thread_sleeps),
+            ("thread_takeovers", &self.thread_takeovers),
             ("tx_deferred", &self.tx_deferred),
             ("tx_acks_coalesced", &self.tx_acks_coalesced),
             ("tx_doorbell_deferred", &self.tx_doorbell_deferred),

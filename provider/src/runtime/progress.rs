@@ -278,6 +278,11 @@ fn app_active_until(s: &Shared, now: Instant) -> Option<u64> {
 pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
+    // How long the next look at a program that keeps polling waits (app-active branch).
+    let mut look_ns = APP_ACTIVE_NS;
+    // Until when (ns) the looks stay at APP_ACTIVE_NS: set when the program was caught not
+    // receiving.
+    let mut short_looks_until = 0u64;
     while !s.stop.load(Relaxed) {
         let now = s.now();
         if now >= next_stat {
@@ -296,7 +301,20 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.doorbell_at.store(u64::MAX, Relaxed);
             continue;
         }
-        if let Some(active_until) = app_active_until(&s, now) {
+        let mut active = app_active_until(&s, now);
+        if active.is_some()
+            && now.as_nanos() > s.app_last.load(Relaxed) + APP_STALE_NS
+            && sock.wait_readable(Wait::NonBlocking).unwrap_or(false)
+        {
+            // Polled recently, but not for APP_STALE_NS, and a datagram waits: the program
+            // stopped receiving (it polled, then spins on memory for data only the thread can
+            // receive, as ib_write_lat does). Take the socket over now, and keep the looks
+            // short for a while: this program needs them.
+            active = None;
+            s.ctr.thread_takeovers.fetch_add(1, Relaxed);
+            short_looks_until = now.as_nanos() + SHORT_LOOKS_NS;
+        }
+        if let Some(active_until) = active {
             // The program progresses by itself (its polls receive, run the timers and
             // transmit): stay off the socket *and the lock* — taking it here would make the
             // polling thread wait on a futex in the middle of a round trip. Look again when it
@@ -304,14 +322,23 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             // meanwhile (deadline 0); a deferred doorbell or a notification request does.
             //
             // The look again is wakeable (a deferred doorbell wakes it, see `arm_doorbell`).
-            // Doubling this sleep while the program keeps polling (up to 6.4 ms) cut the
-            // thread's wake-ups in a 64 B ping-pong 7x but did not move its p99 (other
-            // processes' preemptions dominate it), and it stretched the stalls of programs that
-            // poll and then spin on memory for data nobody receives (ib_write_lat) to the cap.
+            // While the program keeps polling the looks thin out (x4 each, up to
+            // APP_LOOK_MAX_NS): on this machine every wake-up of this thread cost a 64 B
+            // ping-pong round trip 30-100 µs (a busy loop loses that much to any wake-up on its
+            // CPU), and at one look per 200 µs 10-15% of the round trips did, hence its p99.
+            // A program that stops polling waits at most one look interval for the thread.
             s.thread_deadline.store(0, Relaxed);
             s.ctr.thread_sleeps.fetch_add(1, Relaxed);
             let now_ns = now.as_nanos();
-            let until = active_until.min(next_stat.as_nanos()).max(now_ns + 20_000);
+            let until = active_until
+                .max(now_ns + look_ns)
+                .min(next_stat.as_nanos())
+                .max(now_ns + 20_000);
+            look_ns = if now_ns < short_looks_until {
+                APP_ACTIVE_NS
+            } else {
+                (look_ns * 4).min(APP_LOOK_MAX_NS)
+            };
             s.thread_until.store(until, SeqCst);
             // Pairs with `arm_doorbell` (store doorbell_at, then load thread_until): one of the
             // two sees the other's store, so a doorbell armed now is never slept through.
@@ -321,6 +348,7 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.thread_until.store(u64::MAX, SeqCst);
             continue;
         }
+        look_ns = APP_ACTIVE_NS;
         // Timers (and anything the program queued without transmitting).
         let next_timer = {
             let mut e = s.lock();
