@@ -73,6 +73,8 @@ mod doorbell;
 mod doorbell_tests;
 mod fault;
 #[cfg(test)]
+mod look_tests;
+#[cfg(test)]
 mod loss_tests;
 mod progress;
 pub mod stat;

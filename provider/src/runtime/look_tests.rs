@@ -1,0 +1,128 @@
+//! The progress thread's looks at a program that polls (127.0.9.7–10): they thin out while it
+//! keeps polling, and a program that stops polling to spin on memory still gets its data.
+
+use crate::verbs::{
+    AccessFlags, Device, DeviceConfig, QpType, SendRequest, WcOpcode, WorkCompletion,
+};
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+#[test]
+fn a_program_that_keeps_polling_is_looked_at_rarely() {
+    let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
+    let (a, b) = (open("127.0.9.7"), open("127.0.9.8"));
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ca, cb) = (
+        a.create_cq(1024).build().unwrap(),
+        b.create_cq(1024).build().unwrap(),
+    );
+    let qa = pa
+        .create_qp(&ca, &ca, QpType::Rc)
+        .set_max_recv_wr(256)
+        .build()
+        .unwrap();
+    let qb = pb.create_qp(&cb, &cb, QpType::Rc).build().unwrap();
+    let (ea, eb) = (qa.endpoint(), qb.endpoint());
+    let (qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let dst = pa.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
+    const MSGS: u64 = 200;
+    for i in 0..MSGS {
+        qa.post_receive(&[dst.slice(..)], i).unwrap();
+    }
+    let c = a.runtime().unwrap().runtime_counters();
+    let (sleeps, takeovers) = (
+        c.thread_sleeps.load(Relaxed),
+        c.thread_takeovers.load(Relaxed),
+    );
+    // B sends A a message every 1.5 ms for 300 ms, A polls all the time: A's polls receive
+    // everything; A's thread only looks whether A still polls.
+    let sender = std::thread::spawn(move || {
+        let mut wcs = [WorkCompletion::default(); 4];
+        for i in 0..MSGS {
+            qb.post(&SendRequest::send_inline(i, &i.to_le_bytes()))
+                .unwrap();
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_micros(1500) {
+                for wc in cb.poll(&mut wcs).unwrap().iter() {
+                    assert!(wc.is_ok(), "{wc:?}");
+                }
+            }
+        }
+    });
+    let mut wcs = [WorkCompletion::default(); 4];
+    let (mut got, start) = (0, Instant::now());
+    while got < MSGS {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{got} of {MSGS} arrived"
+        );
+        for wc in ca.poll(&mut wcs).unwrap().iter() {
+            assert!(wc.is_ok() && wc.opcode() == WcOpcode::Recv, "{wc:?}");
+            got += 1;
+        }
+    }
+    let polled = start.elapsed();
+    sender.join().unwrap();
+    let looks = c.thread_sleeps.load(Relaxed) - sleeps;
+    // One look per 200 µs would be polled / 200 µs (~1,500); thinning out to one per 12.8 ms
+    // gives ~26 (plus a few for the stats file, or after a poller descheduled on a loaded
+    // machine for more than 200 µs).
+    let dense = (polled.as_micros() / 200) as u64;
+    assert!(
+        looks < dense / 8,
+        "{looks} looks in {polled:?} of polling (one per 200 µs: {dense})"
+    );
+    // The program received everything itself: nothing was taken over.
+    assert_eq!(c.thread_takeovers.load(Relaxed), takeovers);
+}
+
+#[test]
+fn a_program_that_stops_polling_to_spin_on_memory_gets_its_write() {
+    let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
+    let (a, b) = (open("127.0.9.9"), open("127.0.9.10"));
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ca, cb) = (
+        a.create_cq(16).build().unwrap(),
+        b.create_cq(16).build().unwrap(),
+    );
+    let qa = pa.create_qp(&ca, &ca, QpType::Rc).build().unwrap();
+    let qb = pb.create_qp(&cb, &cb, QpType::Rc).build().unwrap();
+    let (ea, eb) = (qa.endpoint(), qb.endpoint());
+    let (_qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let all = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
+    let target = pa.allocate(64, all).unwrap();
+    let src = pb.allocate(64, all).unwrap();
+    src.write_at(0, &[0x5A; 64]);
+    let mut wcs = [WorkCompletion::default(); 4];
+    for round in 0..3u8 {
+        // A polls long enough for its thread's looks to reach their longest interval ...
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(60) {
+            let _ = ca.poll(&mut wcs).unwrap();
+        }
+        // ... then stops polling and spins on memory while B writes into it: only A's
+        // progress thread can receive the WRITE.
+        src.write_at(0, &[round + 1]);
+        qb.post_write(&[src.slice(..)], target.remote(), round as u64)
+            .unwrap();
+        let start = Instant::now();
+        let mut byte = [0u8; 1];
+        loop {
+            target.read_at(0, &mut byte);
+            if byte[0] == round + 1 {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "round {round}: the WRITE did not land while A spun on memory"
+            );
+            std::hint::spin_loop();
+        }
+        // B's completion (its own polls receive the ACK).
+        let wc = cb.wait_one(Duration::from_secs(2)).unwrap();
+        assert!(wc.is_ok(), "{wc:?}");
+    }
+    let mut all_bytes = vec![0x5A; 64];
+    all_bytes[0] = 3;
+    assert_eq!(target.to_vec(), all_bytes);
+}
