@@ -14,6 +14,15 @@ impl Shared {
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The engine, unless another thread holds it.
+    pub(super) fn try_lock(&self) -> Option<MutexGuard<'_, Engine>> {
+        match self.engine.try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     pub(super) fn now(&self) -> Instant {
         Instant::from_nanos(self.start.elapsed().as_nanos() as u64)
     }
@@ -44,6 +53,17 @@ impl Shared {
             self.receive(e, now)
         };
         moved += self.finish(e, now, inline);
+        if from == Origin::Post {
+            // A program that polls and also posts long bursts (a bandwidth loop: a list of
+            // 64 KiB WRITEs takes a millisecond to transmit) still progresses by itself: its
+            // poll comes right after. A post counts only after a poll, so a program that posts
+            // and then spins on memory without polling (ib_write_lat's server side, a
+            // request/response over WRITEs) keeps the thread on the socket.
+            let last = self.app_last.load(Relaxed);
+            if last != 0 && now.as_nanos() < last + APP_ACTIVE_NS {
+                self.app_last.store(self.now().as_nanos(), Relaxed);
+            }
+        }
         moved
     }
 
@@ -301,18 +321,22 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.doorbell_at.store(u64::MAX, Relaxed);
             continue;
         }
-        let mut active = app_active_until(&s, now);
+        let active = app_active_until(&s, now);
         if active.is_some()
             && now.as_nanos() > s.app_last.load(Relaxed) + APP_STALE_NS
             && sock.wait_readable(Wait::NonBlocking).unwrap_or(false)
         {
-            // Polled recently, but not for APP_STALE_NS, and a datagram waits: the program
-            // stopped receiving (it polled, then spins on memory for data only the thread can
-            // receive, as ib_write_lat does). Take the socket over now, and keep the looks
-            // short for a while: this program needs them.
-            active = None;
-            s.ctr.thread_takeovers.fetch_add(1, Relaxed);
-            short_looks_until = now.as_nanos() + SHORT_LOOKS_NS;
+            // Polled recently, but not for APP_STALE_NS, a datagram waits, and the program is
+            // not inside a verb (the lock is free): it stopped receiving (it polled, then
+            // spins on memory for data only the thread can receive, as ib_write_lat does).
+            // Receive now, and keep the looks short for a while: this program needs them.
+            if let Some(mut e) = s.try_lock() {
+                s.ctr.thread_takeovers.fetch_add(1, Relaxed);
+                short_looks_until = now.as_nanos() + SHORT_LOOKS_NS;
+                look_ns = APP_ACTIVE_NS;
+                s.progress(&mut e, Origin::Thread);
+                continue;
+            }
         }
         if let Some(active_until) = active {
             // The program progresses by itself (its polls receive, run the timers and
