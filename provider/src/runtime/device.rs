@@ -59,6 +59,7 @@ impl Device {
             stop: AtomicBool::new(false),
             app_last: AtomicU64::new(0),
             doorbell_at: AtomicU64::new(u64::MAX),
+            short_looks_until: AtomicU64::new(0),
             thread_until: AtomicU64::new(u64::MAX),
             thread_deadline: AtomicU64::new(u64::MAX),
             ctr: RuntimeCounters::default(),

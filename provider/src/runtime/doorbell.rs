@@ -14,9 +14,9 @@
 //!     `with_nic` (modify / destroy QP, …) or progresses explicitly,
 //!   - or the background thread rings it: at most [`DOORBELL_NS`] after the first deferred post
 //!     when the thread is waiting on the socket (it is woken if it would sleep longer), and at
-//!     the end of its current sleep (at most the 200 µs polling window) while the program polls
-//!     by itself, so a program that posts and then blocks elsewhere (a TCP exchange) still makes
-//!     progress.
+//!     the end of its current look (200 µs up to 12.8 ms) while the program polls by itself, so
+//!     a program that posts and then blocks elsewhere (a TCP exchange) still makes progress; a
+//!     doorbell found that late brings the wake-ups back for 10 s (`thread_takeovers`).
 //! * Without a progress thread (`ROCE_PROGRESS_THREAD=0`) nothing is deferred. Dropping the
 //!   device and the at-exit flush transmit everything the engine holds, deferred posts included.
 

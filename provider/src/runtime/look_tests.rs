@@ -201,3 +201,62 @@ fn a_bandwidth_loop_that_posts_long_bursts_keeps_its_thread_asleep() {
         "{looks} looks and {received} thread receives in {polled:?} ({msgs} WRITEs)"
     );
 }
+
+#[test]
+fn posts_left_deferred_by_a_program_that_stopped_polling_still_leave() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
+    let (a, b) = (open("127.0.9.13"), open("127.0.9.14"));
+    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
+    let (ca, cb) = (
+        a.create_cq(64).build().unwrap(),
+        b.create_cq(64).build().unwrap(),
+    );
+    let qa = pa.create_qp(&ca, &ca, QpType::Rc).build().unwrap();
+    let qb = pb
+        .create_qp(&cb, &cb, QpType::Rc)
+        .set_max_recv_wr(64)
+        .build()
+        .unwrap();
+    let (ea, eb) = (qa.endpoint(), qb.endpoint());
+    let (qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let dst = pb.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
+    for i in 0..24 {
+        qb.post_receive(&[dst.slice(..)], i).unwrap();
+    }
+    let c = a.runtime().unwrap().runtime_counters();
+    let takeovers = c.thread_takeovers.load(Relaxed);
+    let mut wcs = [WorkCompletion::default(); 16];
+    let mut received = 0;
+    for round in 0..3u64 {
+        // A polls long enough for its thread's looks to reach their longest interval (the
+        // peer's traffic puts the thread into that mode) ...
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_millis(60) {
+            let _ = ca.poll(&mut wcs).unwrap();
+        }
+        // ... then posts 8 SENDs in a row (all but the first wait for a doorbell) and stops
+        // polling: only its thread can ring the doorbell.
+        for i in 0..8 {
+            qa.post(&SendRequest::send_inline(round * 8 + i, &[round as u8; 8]))
+                .unwrap();
+        }
+        let start = Instant::now();
+        while received < (round + 1) * 8 {
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "round {round}: {received} SENDs arrived"
+            );
+            for wc in cb.poll(&mut wcs).unwrap().iter() {
+                assert!(wc.is_ok() && wc.opcode() == WcOpcode::Recv, "{wc:?}");
+                received += 1;
+            }
+        }
+    }
+    // The first doorbell left unrung was found late at a look (the program is caught: the
+    // doorbell wake-ups come back for the next ones).
+    assert!(
+        c.thread_takeovers.load(Relaxed) > takeovers,
+        "no doorbell was found late"
+    );
+}

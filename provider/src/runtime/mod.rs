@@ -119,6 +119,9 @@ const APP_STALE_NS: u64 = 100_000;
 /// After the thread caught the program not receiving, its looks stay at [`APP_ACTIVE_NS`] this
 /// long: such a program (ib_write_lat) would otherwise wait up to [`APP_LOOK_MAX_NS`] each time.
 const SHORT_LOOKS_NS: u64 = 10_000_000_000;
+/// A deferred doorbell the thread finds this late was left by a program that stopped polling
+/// (a woken thread rings it within microseconds of its deadline).
+const DOORBELL_LATE_NS: u64 = 100_000;
 
 /// Runtime counters (datapath side; the engine's are in [`roce_emu::Counters`]).
 #[derive(Debug, Default)]
@@ -265,6 +268,10 @@ struct Shared {
     app_last: AtomicU64,
     /// Virtual time by which the progress thread rings a deferred doorbell (u64::MAX: none).
     doorbell_at: AtomicU64,
+    /// Virtual time until which the thread's looks at a polling program stay short and a
+    /// deferred doorbell wakes it: set when it caught the program not progressing (a datagram
+    /// or a doorbell left waiting).
+    short_looks_until: AtomicU64,
     /// Virtual time until which the background thread sleeps in any wait a `Waker::wake` ends
     /// (u64::MAX: running, or not sleeping on a time).
     thread_until: AtomicU64,

@@ -300,9 +300,6 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
     // How long the next look at a program that keeps polling waits (app-active branch).
     let mut look_ns = APP_ACTIVE_NS;
-    // Until when (ns) the looks stay at APP_ACTIVE_NS: set when the program was caught not
-    // receiving.
-    let mut short_looks_until = 0u64;
     while !s.stop.load(Relaxed) {
         let now = s.now();
         if now >= next_stat {
@@ -312,6 +309,15 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         let db = s.doorbell_at.load(Relaxed);
         if db <= now.as_nanos() {
             // Posts have waited for their doorbell long enough: ring it.
+            if now.as_nanos() - db > DOORBELL_LATE_NS {
+                // Found at a look, not woken for it: the program posted, then neither polled
+                // nor posted again (it spins on memory, or blocks elsewhere). It needs the
+                // doorbell wake-ups and short looks.
+                s.ctr.thread_takeovers.fetch_add(1, Relaxed);
+                s.short_looks_until
+                    .store(now.as_nanos() + SHORT_LOOKS_NS, Relaxed);
+                look_ns = APP_ACTIVE_NS;
+            }
             let mut e = s.lock();
             if e.doorbell.pending() {
                 s.ctr.tx_doorbell_thread.fetch_add(1, Relaxed);
@@ -332,7 +338,8 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             // Receive now, and keep the looks short for a while: this program needs them.
             if let Some(mut e) = s.try_lock() {
                 s.ctr.thread_takeovers.fetch_add(1, Relaxed);
-                short_looks_until = now.as_nanos() + SHORT_LOOKS_NS;
+                s.short_looks_until
+                    .store(now.as_nanos() + SHORT_LOOKS_NS, Relaxed);
                 look_ns = APP_ACTIVE_NS;
                 s.progress(&mut e, Origin::Thread);
                 continue;
@@ -358,15 +365,22 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
                 .max(now_ns + look_ns)
                 .min(next_stat.as_nanos())
                 .max(now_ns + 20_000);
-            look_ns = if now_ns < short_looks_until {
+            let short = now_ns < s.short_looks_until.load(Relaxed);
+            look_ns = if short {
                 APP_ACTIVE_NS
             } else {
                 (look_ns * 4).min(APP_LOOK_MAX_NS)
             };
             s.thread_until.store(until, SeqCst);
-            // Pairs with `arm_doorbell` (store doorbell_at, then load thread_until): one of the
-            // two sees the other's store, so a doorbell armed now is never slept through.
-            let until = until.min(s.doorbell_at.load(SeqCst));
+            // A deferred doorbell: the program's next poll rings it, so the look need not end
+            // early for it (a wake-up costs the program more than the doorbell saves), unless
+            // this program was caught leaving one unrung. Pairs with `arm_doorbell` (store
+            // doorbell_at, then load thread_until): one of the two sees the other's store.
+            let until = if short {
+                until.min(s.doorbell_at.load(SeqCst))
+            } else {
+                until
+            };
             let w = until.saturating_sub(now_ns).max(10_000);
             let _ = s.waker.wait(Duration::from_nanos(w));
             s.thread_until.store(u64::MAX, SeqCst);

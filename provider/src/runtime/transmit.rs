@@ -200,7 +200,12 @@ impl Shared {
         }
         let at = now.as_nanos() + DOORBELL_NS;
         self.doorbell_at.store(at, SeqCst);
-        if at < self.thread_until.load(SeqCst) {
+        // Not while the thread sleeps out a look at a polling program (`thread_deadline` 0):
+        // the program's next poll rings the doorbell, and the look finds a doorbell it left
+        // (then the wake-ups come back, `short_looks_until`).
+        let looking = self.thread_deadline.load(Relaxed) == 0
+            && now.as_nanos() >= self.short_looks_until.load(Relaxed);
+        if at < self.thread_until.load(SeqCst) && !looking {
             self.waker.wake();
         }
     }
