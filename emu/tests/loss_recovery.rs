@@ -494,3 +494,106 @@ fn a_retry_after_a_late_ack_resends_the_acked_last_packet_with_its_own_psn() {
     );
     assert_eq!(p.net.nics[ib].counters().out_of_seq_request, 0);
 }
+
+#[test]
+fn one_ack_covering_three_writes_completes_them_in_order_and_a_read_after_them() {
+    // W0, W1, W2 (one packet each, PSNs 0x100-0x102; W1 unsignaled), then R3, a READ of
+    // 4096 bytes (0x103-0x106). B's ACKs of W0 and W1 are held: the ACK of W2 alone completes
+    // the three WRITEs (the completer's coalesced-ACK path), in order; the held ACKs arriving
+    // late complete nothing more; the READ completes with its responses.
+    let mut p = Pair::new(5, LinkConfig::default(), opts(14));
+    let (ia, ib, qa) = (p.a.idx, p.b.idx, p.a.qpn);
+    let (lkey, rkey) = (p.a.mr.lkey, p.b.mr.rkey);
+    p.b.mem.write(16384, &pattern(4096, 7));
+    for k in 0..3u64 {
+        let sg = [Sge {
+            addr: IOVA + k * 1024,
+            length: 1024,
+            lkey,
+        }];
+        let wr = SendWr {
+            wr_id: k,
+            sg_list: &sg,
+            opcode: WrOpcode::RdmaWrite,
+            send_flags: if k == 1 {
+                SendFlags::EMPTY
+            } else {
+                SendFlags::SIGNALED
+            },
+            remote_addr: IOVA + k * 1024,
+            rkey,
+            ..Default::default()
+        };
+        p.net.nics[ia].post_send(qa, &wr).unwrap();
+    }
+    let sg = [Sge {
+        addr: IOVA + 8192,
+        length: 4096,
+        lkey,
+    }];
+    let rd = SendWr {
+        wr_id: 3,
+        sg_list: &sg,
+        opcode: WrOpcode::RdmaRead,
+        send_flags: SendFlags::SIGNALED,
+        remote_addr: IOVA + 16384,
+        rkey,
+        ..Default::default()
+    };
+    p.net.nics[ia].post_send(qa, &rd).unwrap();
+    let now = p.net.now;
+    let requests = drain(&mut p.net.nics[ia], now, usize::MAX);
+    assert_eq!(
+        requests.iter().map(|r| r.0).collect::<Vec<_>>(),
+        [0x100, 0x101, 0x102, 0x103]
+    );
+    // B answers each request before the next arrives (so its ACKs do not coalesce).
+    let mut responses = Vec::new();
+    for (_, _, b, m) in &requests {
+        p.net.nics[ib].handle_datagram(now, m, b);
+        responses.extend(drain(&mut p.net.nics[ib], now, usize::MAX));
+    }
+    // three ACKs (opcode 0x11), then the four READ responses (0x0D-0x0F)
+    assert_eq!(
+        responses.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        [
+            (0x100, 0x11),
+            (0x101, 0x11),
+            (0x102, 0x11),
+            (0x103, 0x0D),
+            (0x104, 0x0E),
+            (0x105, 0x0E),
+            (0x106, 0x0F)
+        ]
+    );
+    let deliver = |p: &mut Pair, r: &(u32, u8, Vec<u8>, RxMeta)| {
+        p.net.nics[ia].handle_datagram(now, &r.3, &r.2);
+    };
+    deliver(&mut p, &responses[2]);
+    let wcs = p.scq_a();
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.opcode))
+            .collect::<Vec<_>>(),
+        [
+            (0, WcStatus::Success, WcOpcode::RdmaWrite),
+            (2, WcStatus::Success, WcOpcode::RdmaWrite)
+        ]
+    );
+    // the held ACKs are stale now
+    deliver(&mut p, &responses[0]);
+    deliver(&mut p, &responses[1]);
+    assert!(p.scq_a().is_empty());
+    for r in &responses[3..] {
+        deliver(&mut p, r);
+    }
+    let wcs = p.scq_a();
+    assert_eq!(
+        wcs.iter()
+            .map(|w| (w.wr_id, w.status, w.byte_len))
+            .collect::<Vec<_>>(),
+        [(3, WcStatus::Success, 4096)]
+    );
+    assert_eq!(p.a.mem.load(8192, 4096), pattern(4096, 7));
+    assert_eq!(p.nic_a().counters().completer_retry_err, 0);
+}

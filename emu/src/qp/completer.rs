@@ -66,7 +66,14 @@ impl Qp {
         }
         let comp_psn_before = self.comp.psn;
         let head_before = self.sq.head;
-        if self.plain_ack_completes_head(p, psn) {
+        // A coalesced ACK first completes the WQEs it covers whole: for each the walk goes
+        // GetWqe → check_psn (PSN past its last: `reset_retry_counters`) → CompWqe.
+        let fast = self.plain_ack(p, psn)
+            && (self.head_ends_at(psn) || {
+                self.complete_covered(ctx, psn);
+                self.head_ends_at(psn)
+            });
+        if fast {
             // What GetWqe → check_psn → check_ack → WriteSend → CompAck → UpdateComp do for
             // it, without the walk (the WQE holds no rd/atomic credit: it is no READ/atomic).
             self.reset_retry_counters();
@@ -203,21 +210,44 @@ impl Qp {
         }
     }
 
-    /// The common response: a positive ACK carrying the last PSN of the oldest WQE, a SEND or
-    /// WRITE all of whose packets were sent, at or beyond `comp.psn`, outside a read response.
-    /// For it the state machine goes GetWqe → check_psn → check_ack (`reset_retry_counters`)
-    /// → WriteSend → CompAck; true when all of that holds.
+    /// A positive ACK at or beyond `comp.psn`, outside a read response.
     #[inline]
-    fn plain_ack_completes_head(&self, p: &Pkt<'_>, psn: Psn) -> bool {
-        if p.opcode() != Opcode::RC_ACKNOWLEDGE
-            || self.comp.opcode.is_some()
-            || self.sq.head == self.sq.tail
-            || psn.diff(self.comp.psn) < 0
-        {
-            return false;
+    fn plain_ack(&self, p: &Pkt<'_>, psn: Psn) -> bool {
+        p.opcode() == Opcode::RC_ACKNOWLEDGE
+            && self.comp.opcode.is_none()
+            && psn.diff(self.comp.psn) >= 0
+            // an ACK syndrome is 000xxxxx
+            && matches!(p.aeth(), Some(a) if a.syndrome_byte() >> 5 == 0)
+    }
+
+    /// For a [`plain_ack`](Self::plain_ack) at `psn`: completes the oldest WQEs while they are
+    /// SENDs or WRITEs all of whose packets were sent and their last PSN is before `psn`, as
+    /// the state machine does (GetWqe → check_psn → CompWqe for each).
+    #[inline]
+    fn complete_covered(&mut self, ctx: &mut Ctx<'_>, psn: Psn) {
+        while self.sq.head != self.sq.tail {
+            let w = self.sq.get(self.sq.head);
+            if w.state != WqeState::Pending || w.opcode.is_rd_atomic() || psn.diff(w.last_psn) <= 0
+            {
+                return;
+            }
+            let last = w.last_psn;
+            self.reset_retry_counters();
+            if last.diff(self.comp.psn) >= 0 {
+                self.comp.psn = last + 1;
+                self.comp.opcode = None;
+            }
+            self.complete_head(ctx);
         }
-        // an ACK syndrome is 000xxxxx
-        if !matches!(p.aeth(), Some(a) if a.syndrome_byte() >> 5 == 0) {
+    }
+
+    /// The common response: a [`plain_ack`](Self::plain_ack) carrying the last PSN of the
+    /// oldest WQE, a SEND or WRITE all of whose packets were sent. For it the state machine
+    /// goes GetWqe → check_psn → check_ack (`reset_retry_counters`) → WriteSend → CompAck; true
+    /// when the WQE part of that holds.
+    #[inline]
+    fn head_ends_at(&self, psn: Psn) -> bool {
+        if self.sq.head == self.sq.tail {
             return false;
         }
         let w = self.sq.get(self.sq.head);
