@@ -1,5 +1,6 @@
-//! The progress thread's looks at a program that polls (127.0.9.7–10): they thin out while it
-//! keeps polling, and a program that stops polling to spin on memory still gets its data.
+//! The progress thread's looks at a program that polls (127.0.9.7–14): they thin out while it
+//! keeps polling, and a program that stops polling (to spin on memory, or after leaving posts
+//! for a doorbell) still gets its data through.
 
 use crate::verbs::{
     AccessFlags, Device, DeviceConfig, QpType, SendRequest, WcOpcode, WorkCompletion,
@@ -12,24 +13,61 @@ use std::time::{Duration, Instant};
 /// they do not take each other's CPU (a program descheduled for 200 µs counts as idle).
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
-#[test]
-fn a_program_that_keeps_polling_is_looked_at_rarely() {
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+/// Two devices with one connected RC QP each (A: `a`, B: `b`).
+struct Two {
+    a: crate::verbs::Context,
+    pa: crate::verbs::ProtectionDomain,
+    pb: crate::verbs::ProtectionDomain,
+    ca: crate::verbs::CompletionQueue,
+    cb: crate::verbs::CompletionQueue,
+    qa: crate::verbs::QueuePair,
+    qb: crate::verbs::QueuePair,
+    _b: crate::verbs::Context,
+}
+
+fn two(ip_a: &str, ip_b: &str) -> Two {
     let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
-    let (a, b) = (open("127.0.9.7"), open("127.0.9.8"));
+    let (a, b) = (open(ip_a), open(ip_b));
     let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
     let (ca, cb) = (
         a.create_cq(1024).build().unwrap(),
         b.create_cq(1024).build().unwrap(),
     );
-    let qa = pa
-        .create_qp(&ca, &ca, QpType::Rc)
-        .set_max_recv_wr(256)
-        .build()
-        .unwrap();
-    let qb = pb.create_qp(&cb, &cb, QpType::Rc).build().unwrap();
+    let qp = |pd: &crate::verbs::ProtectionDomain, cq| {
+        pd.create_qp(cq, cq, QpType::Rc)
+            .set_max_send_wr(64)
+            .set_max_recv_wr(256)
+            .build()
+            .unwrap()
+    };
+    let (qa, qb) = (qp(&pa, &ca), qp(&pb, &cb));
     let (ea, eb) = (qa.endpoint(), qb.endpoint());
     let (qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    Two {
+        a,
+        pa,
+        pb,
+        ca,
+        cb,
+        qa,
+        qb,
+        _b: b,
+    }
+}
+
+#[test]
+fn a_program_that_keeps_polling_is_looked_at_rarely() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let Two {
+        a,
+        pa,
+        pb: _pb,
+        ca,
+        cb,
+        qa,
+        qb,
+        _b,
+    } = two("127.0.9.7", "127.0.9.8");
     let dst = pa.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
     const MSGS: u64 = 200;
     for i in 0..MSGS {
@@ -85,17 +123,16 @@ fn a_program_that_keeps_polling_is_looked_at_rarely() {
 #[test]
 fn a_program_that_stops_polling_to_spin_on_memory_gets_its_write() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
-    let (a, b) = (open("127.0.9.9"), open("127.0.9.10"));
-    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let (ca, cb) = (
-        a.create_cq(16).build().unwrap(),
-        b.create_cq(16).build().unwrap(),
-    );
-    let qa = pa.create_qp(&ca, &ca, QpType::Rc).build().unwrap();
-    let qb = pb.create_qp(&cb, &cb, QpType::Rc).build().unwrap();
-    let (ea, eb) = (qa.endpoint(), qb.endpoint());
-    let (_qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let Two {
+        a: _a,
+        pa,
+        pb,
+        ca,
+        cb,
+        qa: _qa,
+        qb,
+        _b,
+    } = two("127.0.9.9", "127.0.9.10");
     let all = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     let target = pa.allocate(64, all).unwrap();
     let src = pb.allocate(64, all).unwrap();
@@ -137,21 +174,16 @@ fn a_program_that_stops_polling_to_spin_on_memory_gets_its_write() {
 #[test]
 fn a_bandwidth_loop_that_posts_long_bursts_keeps_its_thread_asleep() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
-    let (a, b) = (open("127.0.9.11"), open("127.0.9.12"));
-    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let (ca, cb) = (
-        a.create_cq(256).build().unwrap(),
-        b.create_cq(16).build().unwrap(),
-    );
-    let qa = pa
-        .create_qp(&ca, &ca, QpType::Rc)
-        .set_max_send_wr(64)
-        .build()
-        .unwrap();
-    let qb = pb.create_qp(&cb, &cb, QpType::Rc).build().unwrap();
-    let (ea, eb) = (qa.endpoint(), qb.endpoint());
-    let (qa, _qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let Two {
+        a,
+        pa,
+        pb,
+        ca,
+        cb: _cb,
+        qa,
+        qb: _qb,
+        _b,
+    } = two("127.0.9.11", "127.0.9.12");
     let all = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
     const SIZE: usize = 64 << 10;
     let src = pa.allocate(SIZE, all).unwrap();
@@ -205,21 +237,16 @@ fn a_bandwidth_loop_that_posts_long_bursts_keeps_its_thread_asleep() {
 #[test]
 fn posts_left_deferred_by_a_program_that_stopped_polling_still_leave() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let open = |ip: &str| Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap();
-    let (a, b) = (open("127.0.9.13"), open("127.0.9.14"));
-    let (pa, pb) = (a.alloc_pd().unwrap(), b.alloc_pd().unwrap());
-    let (ca, cb) = (
-        a.create_cq(64).build().unwrap(),
-        b.create_cq(64).build().unwrap(),
-    );
-    let qa = pa.create_qp(&ca, &ca, QpType::Rc).build().unwrap();
-    let qb = pb
-        .create_qp(&cb, &cb, QpType::Rc)
-        .set_max_recv_wr(64)
-        .build()
-        .unwrap();
-    let (ea, eb) = (qa.endpoint(), qb.endpoint());
-    let (qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let Two {
+        a,
+        pa: _pa,
+        pb,
+        ca,
+        cb,
+        qa,
+        qb,
+        _b,
+    } = two("127.0.9.13", "127.0.9.14");
     let dst = pb.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..24 {
         qb.post_receive(&[dst.slice(..)], i).unwrap();
