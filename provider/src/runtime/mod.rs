@@ -154,8 +154,10 @@ pub struct RuntimeCounters {
     pub progress_thread: AtomicU64,
     /// Times the background thread blocked (went to sleep).
     pub thread_sleeps: AtomicU64,
-    /// Times the background thread found a datagram waiting while the program, which had
-    /// polled, stopped polling (it spins on memory): the thread received it at once.
+    /// Times the background thread caught a program that had been polling not progressing: a
+    /// datagram waiting while it stopped polling (it spins on memory; the thread received it
+    /// at once), or a deferred doorbell left unrung (the thread rang it at its look). Either
+    /// brings the thread's short looks and doorbell wake-ups back for 10 s.
     pub thread_takeovers: AtomicU64,
     /// Polls that returned completions before transmitting what the engine queued.
     pub tx_deferred: AtomicU64,
