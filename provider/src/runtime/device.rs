@@ -58,6 +58,8 @@ impl Device {
             waker,
             stop: AtomicBool::new(false),
             app_last: AtomicU64::new(0),
+            app_last_got: AtomicBool::new(false),
+            tx_deferred_pending: AtomicBool::new(false),
             doorbell_at: AtomicU64::new(u64::MAX),
             short_looks_until: AtomicU64::new(0),
             thread_until: AtomicU64::new(u64::MAX),
@@ -188,6 +190,9 @@ impl Device {
         let sh = &self.shared;
         let n = e.nic.poll_cq(cq, wc);
         if n > 0 || wc.is_empty() {
+            if n > 0 {
+                sh.app_last_got.store(true, Relaxed);
+            }
             if e.doorbell.pending() {
                 // The end of a burst of posts: ring the deferred doorbell now.
                 let now = sh.now();
@@ -200,10 +205,13 @@ impl Device {
         e.doorbell.interrupt();
         let now = sh.now();
         sh.app_last.store(now.as_nanos().max(1), Relaxed);
+        sh.app_last_got.store(false, Relaxed);
         sh.ctr.progress_inline.fetch_add(1, Relaxed);
         if sh.receive(&mut e, now) > 0 {
             let n = e.nic.poll_cq(cq, wc);
             if n > 0 {
+                sh.app_last_got.store(true, Relaxed);
+                sh.tx_deferred_pending.store(true, Relaxed);
                 // Hand the completions over first; what the engine queued (ACKs, responses)
                 // goes out at the program's next post or poll, or within 200 µs from
                 // the progress thread: one system call less on the latency path.

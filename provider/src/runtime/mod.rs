@@ -268,6 +268,12 @@ struct Shared {
     stop: AtomicBool,
     /// Virtual time of the program's last inline progress.
     app_last: AtomicU64,
+    /// The program's last poll returned completions (it may now work on them, or wait on
+    /// memory, instead of polling again); false after a poll that found the CQ empty.
+    app_last_got: AtomicBool,
+    /// Mirrors `Engine::tx_deferred` (an ACK left for the program's next verb) for the
+    /// progress thread, which looks at it without the lock.
+    tx_deferred_pending: AtomicBool,
     /// Virtual time by which the progress thread rings a deferred doorbell (u64::MAX: none).
     doorbell_at: AtomicU64,
     /// Virtual time until which the thread's looks at a polling program stay short and a

@@ -14,6 +14,21 @@ impl Shared {
         self.engine.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The thread caught a program that had been polling not progressing (see
+    /// [`RuntimeCounters::thread_takeovers`]): its looks start again at 200 µs. When its last
+    /// poll had returned completions (it went on to work on them or to wait on memory, as
+    /// ib_write_lat does, not to poll again), they stay short for [`SHORT_LOOKS_NS`]; a
+    /// program caught in the middle of its polling loop was only descheduled, and a busy
+    /// machine does that often: short looks for 10 s would cost every round trip after it.
+    fn caught(&self, look_ns: &mut u64, now: Instant) {
+        self.ctr.thread_takeovers.fetch_add(1, Relaxed);
+        *look_ns = APP_ACTIVE_NS;
+        if self.app_last_got.load(Relaxed) {
+            self.short_looks_until
+                .store(now.as_nanos() + SHORT_LOOKS_NS, Relaxed);
+        }
+    }
+
     /// The engine, unless another thread holds it.
     pub(super) fn try_lock(&self) -> Option<MutexGuard<'_, Engine>> {
         match self.engine.try_lock() {
@@ -311,12 +326,8 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             // Posts have waited for their doorbell long enough: ring it.
             if now.as_nanos() - db > DOORBELL_LATE_NS {
                 // Found at a look, not woken for it: the program posted, then neither polled
-                // nor posted again (it spins on memory, or blocks elsewhere). It needs the
-                // doorbell wake-ups and short looks.
-                s.ctr.thread_takeovers.fetch_add(1, Relaxed);
-                s.short_looks_until
-                    .store(now.as_nanos() + SHORT_LOOKS_NS, Relaxed);
-                look_ns = APP_ACTIVE_NS;
+                // nor posted again (it spins on memory, blocks elsewhere, or was descheduled).
+                s.caught(&mut look_ns, now);
             }
             let mut e = s.lock();
             if e.doorbell.pending() {
@@ -330,17 +341,15 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         let active = app_active_until(&s, now);
         if active.is_some()
             && now.as_nanos() > s.app_last.load(Relaxed) + APP_STALE_NS
-            && sock.wait_readable(Wait::NonBlocking).unwrap_or(false)
+            && (s.tx_deferred_pending.load(Relaxed)
+                || sock.wait_readable(Wait::NonBlocking).unwrap_or(false))
         {
-            // Polled recently, but not for APP_STALE_NS, a datagram waits, and the program is
-            // not inside a verb (the lock is free): it stopped receiving (it polled, then
-            // spins on memory for data only the thread can receive, as ib_write_lat does).
-            // Receive now, and keep the looks short for a while: this program needs them.
+            // Polled recently, but not for APP_STALE_NS, a datagram (or an ACK left for the
+            // program's next verb) waits, and the program is not inside a verb (the lock is
+            // free): it stopped receiving (it polled, then spins on memory for data only the
+            // thread can receive, as ib_write_lat does), or it is descheduled. Receive now.
             if let Some(mut e) = s.try_lock() {
-                s.ctr.thread_takeovers.fetch_add(1, Relaxed);
-                s.short_looks_until
-                    .store(now.as_nanos() + SHORT_LOOKS_NS, Relaxed);
-                look_ns = APP_ACTIVE_NS;
+                s.caught(&mut look_ns, now);
                 s.progress(&mut e, Origin::Thread);
                 continue;
             }
@@ -361,10 +370,15 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.thread_deadline.store(0, Relaxed);
             s.ctr.thread_sleeps.fetch_add(1, Relaxed);
             let now_ns = now.as_nanos();
-            let until = active_until
-                .max(now_ns + look_ns)
-                .min(next_stat.as_nanos())
-                .max(now_ns + 20_000);
+            // An ACK left for the program's next verb: look at the end of the 200 µs window,
+            // as before the looks thinned out (a program that polls, then computes, would keep
+            // its peer waiting for the ACK otherwise).
+            let look_end = if s.tx_deferred_pending.load(Relaxed) {
+                active_until
+            } else {
+                active_until.max(now_ns + look_ns)
+            };
+            let until = look_end.min(next_stat.as_nanos()).max(now_ns + 20_000);
             let short = now_ns < s.short_looks_until.load(Relaxed);
             look_ns = if short {
                 APP_ACTIVE_NS

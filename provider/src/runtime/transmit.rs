@@ -16,7 +16,10 @@ const PIECES_NS: u64 = 100_000_000;
 impl Shared {
     /// Drains `poll_transmit` into the TxBatch (fault injector, pcap) and flushes it.
     pub(super) fn transmit(&self, e: &mut Engine, now: Instant) -> usize {
-        e.tx_deferred = false;
+        if e.tx_deferred {
+            e.tx_deferred = false;
+            self.tx_deferred_pending.store(false, Relaxed);
+        }
         if e.doorbell.pending() {
             e.doorbell.rung();
             self.doorbell_at.store(u64::MAX, Relaxed);
