@@ -16,7 +16,7 @@
 //!     when the thread is waiting on the socket (it is woken if it would sleep longer), and at
 //!     the end of its current look (200 µs up to 12.8 ms) while the program polls by itself, so
 //!     a program that posts and then blocks elsewhere (a TCP exchange) still makes progress; a
-//!     doorbell found that late brings the wake-ups back for 10 s (`thread_takeovers`).
+//!     doorbell found that late brings the wake-ups back for 100 ms (`thread_takeovers`).
 //! * Without a progress thread (`ROCE_PROGRESS_THREAD=0`) nothing is deferred. Dropping the
 //!   device and the at-exit flush transmit everything the engine holds, deferred posts included.
 

@@ -117,8 +117,10 @@ const APP_LOOK_MAX_NS: u64 = 12_800_000;
 /// stopped receiving (it spins on memory); the thread takes the socket over at once.
 const APP_STALE_NS: u64 = 100_000;
 /// After the thread caught the program not receiving, its looks stay at [`APP_ACTIVE_NS`] this
-/// long: such a program (ib_write_lat) would otherwise wait up to [`APP_LOOK_MAX_NS`] each time.
-const SHORT_LOOKS_NS: u64 = 10_000_000_000;
+/// long (renewed at each catch): such a program (ib_write_lat) would otherwise wait up to
+/// [`APP_LOOK_MAX_NS`] each time. Short, so that a false catch (a program descheduled right
+/// after a poll that returned completions, common in bandwidth loops) costs at most this.
+const SHORT_LOOKS_NS: u64 = 100_000_000;
 /// A deferred doorbell the thread finds this late was left by a program that stopped polling
 /// (a woken thread rings it within microseconds of its deadline).
 const DOORBELL_LATE_NS: u64 = 100_000;
@@ -157,7 +159,7 @@ pub struct RuntimeCounters {
     /// Times the background thread caught a program that had been polling not progressing: a
     /// datagram waiting while it stopped polling (it spins on memory; the thread received it
     /// at once), or a deferred doorbell left unrung (the thread rang it at its look). Either
-    /// brings the thread's short looks and doorbell wake-ups back for 10 s.
+    /// brings the thread's short looks and doorbell wake-ups back for 100 ms (renewed at each catch).
     pub thread_takeovers: AtomicU64,
     /// Polls that returned completions before transmitting what the engine queued.
     pub tx_deferred: AtomicU64,

@@ -19,7 +19,7 @@ impl Shared {
     /// poll had returned completions (it went on to work on them or to wait on memory, as
     /// ib_write_lat does, not to poll again), they stay short for [`SHORT_LOOKS_NS`]; a
     /// program caught in the middle of its polling loop was only descheduled, and a busy
-    /// machine does that often: short looks for 10 s would cost every round trip after it.
+    /// machine does that often: short looks would cost every round trip after it.
     fn caught(&self, look_ns: &mut u64, now: Instant) {
         self.ctr.thread_takeovers.fetch_add(1, Relaxed);
         *look_ns = APP_ACTIVE_NS;
