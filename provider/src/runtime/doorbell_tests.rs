@@ -94,6 +94,9 @@ fn a_burst_nobody_polls_after_is_sent_by_the_progress_thread() {
     }
     // Neither side polls: b's progress thread receives, a's rings the deferred doorbell.
     let rt = a.ctx.runtime().unwrap();
+    // Posts left waiting for the doorbell (all but the first, unless the poster was
+    // descheduled between two posts: then a later post rang it, and maybe the last one).
+    let left = rt.shared.doorbell_at.load(Relaxed) != u64::MAX;
     let start = Instant::now();
     while start.elapsed() < T {
         std::thread::sleep(Duration::from_millis(5));
@@ -111,13 +114,10 @@ fn a_burst_nobody_polls_after_is_sent_by_the_progress_thread() {
     // Rung by the progress thread: at its 30 µs deadline (`tx_doorbell_thread`) or earlier,
     // when it receives the ACK of the first (immediate) send and transmits what waits.
     let c = rt.runtime_counters();
-    let (deferred, thread) = (
-        c.tx_doorbell_deferred.load(Relaxed),
-        c.progress_thread.load(Relaxed) + c.tx_doorbell_thread.load(Relaxed),
-    );
+    let thread = c.progress_thread.load(Relaxed) + c.tx_doorbell_thread.load(Relaxed);
     assert!(
-        deferred == 0 || thread > 0,
-        "deferred posts, but no thread progress"
+        !left || thread > 0,
+        "posts left for the doorbell, but no thread progress"
     );
     assert_eq!(recvs(&b.cq, 8, Duration::from_millis(100)), 8);
     for i in 0..8 {

@@ -116,8 +116,15 @@ fn a_program_that_keeps_polling_is_looked_at_rarely() {
         looks < dense / 8,
         "{looks} looks in {polled:?} of polling (one per 200 µs: {dense})"
     );
-    // The program received everything itself: nothing was taken over.
-    assert_eq!(c.thread_takeovers.load(Relaxed), takeovers);
+    // The program received everything itself: nothing was taken over, except when the
+    // machine descheduled it for more than 100 µs with a message waiting (then taking over is
+    // right; on a loaded machine 0-1 times in these 300 ms). A program taken for stopped while
+    // it polls would be taken over at most messages (up to 200).
+    let taken = c.thread_takeovers.load(Relaxed) - takeovers;
+    assert!(
+        taken <= 3,
+        "{taken} takeovers of a program that kept polling"
+    );
 }
 
 #[test]
@@ -227,7 +234,13 @@ fn a_bandwidth_loop_that_posts_long_bursts_keeps_its_thread_asleep() {
     // when other tests' threads deschedule the program for 200 µs (alone: 0-3 times).
     let dense = (polled.as_micros() / 200) as u64;
     assert!(msgs > 100, "{msgs} WRITEs in {polled:?}");
-    assert_eq!(c.thread_takeovers.load(Relaxed), takeovers);
+    // Nor taken for stopped between two lists (a takeover each time, hundreds): taken over
+    // only when descheduled with data waiting (0-1 times in these 300 ms on a loaded machine).
+    let taken = c.thread_takeovers.load(Relaxed) - takeovers;
+    assert!(
+        taken <= 3,
+        "{taken} takeovers of a bandwidth loop ({msgs} WRITEs)"
+    );
     assert!(
         looks < dense / 8 && received < dense / 3,
         "{looks} looks and {received} thread receives in {polled:?} ({msgs} WRITEs)"
@@ -248,18 +261,29 @@ fn posts_left_deferred_by_a_program_that_stopped_polling_still_leave() {
         _b,
     } = two("127.0.9.13", "127.0.9.14");
     let dst = pb.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
-    for i in 0..24 {
+    for i in 0..64 {
         qb.post_receive(&[dst.slice(..)], i).unwrap();
     }
-    let c = a.runtime().unwrap().runtime_counters();
+    let rt = a.runtime().unwrap();
+    let c = rt.runtime_counters();
     let takeovers = c.thread_takeovers.load(Relaxed);
     let mut wcs = [WorkCompletion::default(); 16];
     let mut received = 0;
-    for round in 0..3u64 {
+    // At least three rounds; more (up to 8) until one doorbell was found late. On a loaded
+    // machine a round may not set the scene: a program descheduled for 200 µs while it polls
+    // counts as stopped, and then its doorbell wakes the thread on time, which is right too.
+    let mut rounds = 0u64;
+    while rounds < 3 || (rounds < 8 && c.thread_takeovers.load(Relaxed) == takeovers) {
+        let round = rounds;
+        rounds += 1;
         // A polls long enough for its thread's looks to reach their longest interval (the
-        // peer's traffic puts the thread into that mode) ...
+        // peer's traffic puts the thread into that mode), and until the thread is sleeping
+        // out a look at it ...
         let start = Instant::now();
-        while start.elapsed() < Duration::from_millis(60) {
+        while start.elapsed() < Duration::from_millis(60)
+            || (rt.shared.thread_deadline.load(Relaxed) != 0
+                && start.elapsed() < Duration::from_millis(500))
+        {
             let _ = ca.poll(&mut wcs).unwrap();
         }
         // ... then posts 8 SENDs in a row (all but the first wait for a doorbell) and stops
@@ -280,10 +304,10 @@ fn posts_left_deferred_by_a_program_that_stopped_polling_still_leave() {
             }
         }
     }
-    // The first doorbell left unrung was found late at a look (the program is caught: the
-    // doorbell wake-ups come back for the next ones).
+    // A doorbell left unrung was found late at a look (the program is caught: the doorbell
+    // wake-ups come back for the next ones).
     assert!(
         c.thread_takeovers.load(Relaxed) > takeovers,
-        "no doorbell was found late"
+        "no doorbell was found late in {rounds} rounds"
     );
 }
