@@ -298,6 +298,7 @@ pub fn in_process(
             ip_b,
             plan.mtu,
             plan.duration,
+            plan.repeat,
             &a,
             &mut passive,
             plan.counters.then_some(&mut *err),
