@@ -119,7 +119,7 @@ fn a_program_that_keeps_polling_is_looked_at_rarely() {
     // The program received everything itself: nothing was taken over, except when the
     // machine descheduled it for more than 100 µs with a message waiting (then taking over is
     // right; on a loaded machine 0-1 times in these 300 ms). A program taken for stopped while
-    // it polls would be taken over at most messages (up to 200).
+    // it polls would be taken over at every message (up to 200).
     let taken = c.thread_takeovers.load(Relaxed) - takeovers;
     assert!(
         taken <= 3,
