@@ -85,13 +85,15 @@ impl LatRow {
 }
 
 /// `--check` extras.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Scale {
     /// 64 KiB Write, lossless, measured right before the others.
     pub lossless: BwResult,
-    /// 64 KiB Write with 1% loss injected on both devices (None: the extra devices could not
-    /// be opened).
+    /// 64 KiB Write with 1% loss injected on both devices (None: see `lossy_error`).
     pub lossy: Option<BwResult>,
+    /// Why there is no lossy figure: the extra devices could not be opened, or a lossy run
+    /// failed (one failed run of the `--repeat` counts: it is a finding, not noise).
+    pub lossy_error: Option<String>,
     /// Addresses of the lossy pair.
     pub lossy_ips: (IpAddr, IpAddr),
     /// 1,000 QPs aggregate, 64 KiB Writes.
@@ -290,7 +292,10 @@ impl Report {
                     pass: l.gbit_per_s() / base >= 0.75,
                 }),
                 None => c.push(Check {
-                    name: "RC Write 64 KiB with 1% loss (devices not available)".into(),
+                    name: format!(
+                        "RC Write 64 KiB with 1% loss: {}",
+                        s.lossy_error.as_deref().unwrap_or("not measured")
+                    ),
                     value: 0.0,
                     target: 0.75,
                     op: ">=",
@@ -457,10 +462,11 @@ impl Report {
                 "ratio_p99": l.base_us().map(|(_, b)| l.r.p99_us / b.max(1e-3)),
             })
         });
-        let scale = self.scale.map(|s| {
+        let scale = self.scale.as_ref().map(|s| {
             json!({
                 "lossless_gbit_per_s": s.lossless.gbit_per_s(),
                 "loss_1pct_gbit_per_s": s.lossy.map(|l| l.gbit_per_s()),
+                "loss_1pct_error": s.lossy_error,
                 "loss_qp_timeout": super::measure::LOSSY_QP_TIMEOUT,
                 "qps": s.qps,
                 "qps_gbit_per_s": s.many.gbit_per_s(),

@@ -79,13 +79,11 @@ pub(super) fn scale_and_loss(
         let err = if last { counters.take() } else { None };
         many = best(many, many_qps.run(&passive.side, dur * 2, err)?);
     }
-    if let Some(e) = &lossy_err {
-        tracing::debug!(%e, "lossy run");
-    }
     drop(peers);
     Ok(Scale {
         lossless: lossless.expect("repeat >= 1"),
         lossy: if lossy_err.is_some() { None } else { lossy },
+        lossy_error: lossy_err,
         lossy_ips: (la, lb),
         many: many.expect("repeat >= 1"),
         qps: nqp,
