@@ -491,3 +491,65 @@ fn reset_to_err_is_a_legal_modify_and_the_qp_reports_err() {
     nic.modify_qp(qpn, &attr, QpAttrMask::STATE).unwrap();
     assert_eq!(nic.query_qp(qpn).unwrap().qp_state, QpState::Reset);
 }
+
+#[test]
+fn a_qp_on_an_srq_raises_last_wqe_reached_once_when_it_leaves_a_working_state_for_err() {
+    // Found by the cabi fuzz target: its oracle expected the event for RESET → ERR too. A QP
+    // that never left RESET has consumed nothing from the SRQ: as rdmavt, no event then; one
+    // event when an INIT (or later) QP goes to ERR; none again for ERR → ERR.
+    let mut net = SimNet::new(3, LinkConfig::default());
+    let idx = net.add_nic(Nic::new(NicConfig::new("127.0.0.1".parse().unwrap())));
+    let nic = &mut net.nics[idx];
+    let pd = nic.alloc_pd().unwrap();
+    let cq = nic.create_cq(16).unwrap();
+    let srq = nic
+        .create_srq(
+            pd,
+            SrqAttr {
+                max_wr: 4,
+                max_sge: 1,
+                srq_limit: 0,
+            },
+        )
+        .unwrap();
+    let on_srq = QpInitAttr {
+        srq: Some(srq),
+        ..small_rc_init(cq, cq)
+    };
+    let (never, worked) = (
+        nic.create_qp(pd, &on_srq).unwrap(),
+        nic.create_qp(pd, &on_srq).unwrap(),
+    );
+    use QpAttrMask as M;
+    let to = |s| QpAttr {
+        qp_state: s,
+        port_num: 1,
+        ..Default::default()
+    };
+    let last_wqe = |nic: &mut Nic| {
+        let mut got = Vec::new();
+        while let Some(e) = nic.poll_event() {
+            if let AsyncEvent::Qp {
+                qpn,
+                event: EventType::QpLastWqeReached,
+            } = e
+            {
+                got.push(qpn);
+            }
+        }
+        got
+    };
+    nic.modify_qp(never, &to(QpState::Err), M::STATE).unwrap();
+    assert_eq!(nic.query_qp(never).unwrap().qp_state, QpState::Err);
+    assert_eq!(last_wqe(nic), Vec::<u32>::new(), "RESET -> ERR");
+    nic.modify_qp(
+        worked,
+        &to(QpState::Init),
+        M::STATE | M::PORT | M::PKEY_INDEX | M::ACCESS_FLAGS,
+    )
+    .unwrap();
+    nic.modify_qp(worked, &to(QpState::Err), M::STATE).unwrap();
+    assert_eq!(last_wqe(nic), vec![worked], "INIT -> ERR");
+    nic.modify_qp(worked, &to(QpState::Err), M::STATE).unwrap();
+    assert_eq!(last_wqe(nic), Vec::<u32>::new(), "ERR -> ERR");
+}

@@ -63,6 +63,9 @@ handle!(QpH(ibv_qp) {
     ex: bool,
     /// `IBV_EVENT_QP_LAST_WQE_REACHED` events read for it.
     last_wqe: u32,
+    /// Reached a working state (INIT … SQE) since it was created or last reset: only such a
+    /// QP on an SRQ raises LAST_WQE_REACHED when it goes to ERR (RESET → ERR raises none).
+    worked: bool,
 });
 handle!(SrqH(ibv_srq) { pd: usize });
 handle!(AhH(ibv_ah) { pd: usize });

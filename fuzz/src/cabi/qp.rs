@@ -217,6 +217,7 @@ impl H {
             qkey: 0,
             ex: send_ops.is_some(),
             last_wqe: 0,
+            worked: false,
         });
         let qpx = c::qp_to_qp_ex(p);
         if std::ptr::eq(qpx.cast::<ibv_qp>(), p) != send_ops.is_some()
@@ -310,6 +311,12 @@ impl H {
             }
             if to == IBV_QPS_RESET {
                 self.retire_qp(i);
+                self.qps[i].worked = false;
+            } else if matches!(
+                now,
+                IBV_QPS_INIT | IBV_QPS_RTR | IBV_QPS_RTS | IBV_QPS_SQD | IBV_QPS_SQE
+            ) {
+                self.qps[i].worked = true;
             }
         }
         0

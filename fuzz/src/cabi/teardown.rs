@@ -28,10 +28,13 @@ impl H {
             })
             .collect();
         // A QP on an SRQ that leaves a working state for ERR raises LAST_WQE_REACHED on its
-        // context (any state but RESET was reached from one).
+        // context; one that went RESET → ERR raises none (as rdmavt; it never worked).
         let mut last_wqe = Vec::new();
         for &k in &qps {
-            if self.qps[k].srq.is_some() && self.query_state(k) != IBV_QPS_RESET {
+            if self.qps[k].srq.is_some()
+                && self.qps[k].worked
+                && self.query_state(k) != IBV_QPS_RESET
+            {
                 last_wqe.push(k);
             }
             self.move_to_err(k);
