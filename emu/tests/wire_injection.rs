@@ -306,3 +306,54 @@ fn hostile_addresses_do_not_overflow() {
         vec![(s("RDMA_READ_RESPONSE_ONLY"), 0x100, Some(0x1F), 1)]
     );
 }
+
+#[test]
+fn duplicate_read_must_end_within_the_original_psns() {
+    // Found by the responder fuzz target: a duplicate READ that starts at the original's last
+    // packet but asks for all its bytes passed the byte-range check (as in rxe) and was
+    // answered with PSNs past the original's, ahead of the expected PSN. A proper re-read
+    // from packet k (the original's bytes from k on) is replayed; the other is dropped.
+    let mut p = Pair::new(3, LinkConfig::default(), Opts::default());
+    let mtu = 1024u32;
+    p.b.mem.store(0, &pattern(3 * mtu as usize, 7));
+    let read = |p: &Pair, psn: u32, off: u64, len: u32| {
+        let mut r = req(p, Opcode::RC_RDMA_READ_REQUEST, psn, true);
+        r.reth = Some(reth::Repr {
+            va: IOVA + off,
+            rkey: p.b.mr.rkey,
+            dma_len: len,
+        });
+        r
+    };
+    let r = read(&p, 0x100, 0, 3 * mtu);
+    inject(&mut p, r, &[]);
+    let names = |v: Vec<(String, u32, Option<u8>, u32)>| -> Vec<(String, u32)> {
+        v.into_iter().map(|(n, psn, _, _)| (n, psn)).collect()
+    };
+    assert_eq!(
+        names(drain_b(&mut p)),
+        vec![
+            (s("RDMA_READ_RESPONSE_FIRST"), 0x100),
+            (s("RDMA_READ_RESPONSE_MIDDLE"), 0x101),
+            (s("RDMA_READ_RESPONSE_LAST"), 0x102),
+        ]
+    );
+    // a re-read from the second packet: replayed with the original's PSNs (and opcodes: it
+    // continues the original response)
+    let r = read(&p, 0x101, mtu as u64, 2 * mtu);
+    inject(&mut p, r, &[]);
+    assert_eq!(
+        names(drain_b(&mut p)),
+        vec![
+            (s("RDMA_READ_RESPONSE_MIDDLE"), 0x101),
+            (s("RDMA_READ_RESPONSE_LAST"), 0x102),
+        ]
+    );
+    // from the last packet, all three packets' bytes: would need PSNs 0x102..0x104
+    let dropped = p.nic_b().counters().req_dropped;
+    let r = read(&p, 0x102, 0, 3 * mtu);
+    inject(&mut p, r, &[]);
+    assert_eq!(names(drain_b(&mut p)), vec![]);
+    assert_eq!(p.nic_b().counters().req_dropped, dropped + 1);
+    assert_eq!(p.nic_b().counters().duplicate_request, 2);
+}

@@ -458,7 +458,14 @@ impl Qp {
             let end = va.checked_add(len);
             let within =
                 va >= res.va && end.is_some_and(|e| e <= res.va.saturating_add(res.length as u64));
-            if !within || reth.rkey != res.rkey {
+            // The replay must also end within the original's PSNs: a duplicate that starts
+            // mid-way but asks for more bytes than its remaining packets carry would answer
+            // with PSNs past the original's last, at or ahead of the expected PSN (found by
+            // the responder fuzz target). A requester that re-reads from packet k asks for the
+            // original's bytes from k on, which always fit.
+            let pkts = reth.dma_len.div_ceil(self.mtu).max(1);
+            let fits = (psn + (pkts - 1)).diff(res.last_psn) <= 0;
+            if !within || !fits || reth.rkey != res.rkey {
                 ctx.ctr.req_dropped += 1;
                 return;
             }
