@@ -365,11 +365,16 @@ impl Qp {
         self.resp.res_head = (self.resp.res_head + 1) % n;
     }
 
+    /// Response packets of an RDMA READ of `len` bytes (a zero-length READ has one): the
+    /// PSNs it takes, for a new READ and for the check on a duplicate's replay alike.
+    fn read_pkts(&self, len: u32) -> u32 {
+        len.div_ceil(self.mtu).max(1)
+    }
+
     fn execute_read(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>) {
         let reth = reth_of(p);
         let psn = p.bth().psn();
-        let pkts = reth.dma_len.div_ceil(self.mtu).max(1);
-        let last = psn + (pkts - 1);
+        let last = psn + (self.read_pkts(reth.dma_len) - 1);
         // C9-148: MSN counts the READ when it starts executing
         self.resp.msn = (self.resp.msn + 1) & Psn::MASK;
         self.alloc_resource(Resource {
@@ -463,8 +468,7 @@ impl Qp {
             // with PSNs past the original's last, at or ahead of the expected PSN (found by
             // the responder fuzz target). A requester that re-reads from packet k asks for the
             // original's bytes from k on, which always fit.
-            let pkts = reth.dma_len.div_ceil(self.mtu).max(1);
-            let fits = (psn + (pkts - 1)).diff(res.last_psn) <= 0;
+            let fits = (psn + (self.read_pkts(reth.dma_len) - 1)).diff(res.last_psn) <= 0;
             if !within || !fits || reth.rkey != res.rkey {
                 ctx.ctr.req_dropped += 1;
                 return;
