@@ -148,52 +148,12 @@ fn put_udp(u: &mut [u8], sport: u16, len: u16) {
     u[7] = 0;
 }
 
-/// The ICRC (`roce_wire::icrc` semantics) of `body` (BTH..pad, the ICRC itself excluded) sent from `src:sport` to `dst`
-/// with IPv4 identification `ipv4_id` (DF set): the masked pseudo header and the masked BTH are
-/// laid out once in one stack buffer (no intermediate header copy), then one CRC pass over the
-/// rest. `None` for mixed IP families or a body shorter than a BTH.
+/// The ICRC (`roce_wire::icrc` semantics) of `body` (BTH..pad, the ICRC itself excluded) sent
+/// from `src:sport` to `dst:4791` with IPv4 identification `ipv4_id` (DF set):
+/// [`roce_wire::icrc::compute_udp`]. `None` for mixed IP families or a body shorter than a BTH.
 #[inline]
 pub(crate) fn icrc(src: IpAddr, dst: IpAddr, sport: u16, ipv4_id: u16, body: &[u8]) -> Option<u32> {
-    const BTH: usize = 12;
-    if body.len() < BTH {
-        return None;
-    }
-    let udp_len = (8 + body.len() + 4) as u16; // the ICRC is part of the UDP payload
-    let mut p = [0xFFu8; 8 + 40 + 8 + BTH];
-    let at = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            // LRH(8) | 45 FF len id 40 00 FF 11 FFFF src dst | sport 4791 len FFFF
-            p[8] = 0x45;
-            p[10..12].copy_from_slice(&(20 + udp_len).to_be_bytes());
-            p[12..14].copy_from_slice(&ipv4_id.to_be_bytes());
-            p[14] = 0x40;
-            p[15] = 0;
-            p[17] = 17;
-            p[20..24].copy_from_slice(&s.octets());
-            p[24..28].copy_from_slice(&d.octets());
-            28
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            // version 6 with traffic class and flow label masked: 6F FF FF FF | len 11 FF
-            p[8] = 0x6F;
-            p[12..14].copy_from_slice(&udp_len.to_be_bytes());
-            p[14] = 17;
-            p[16..32].copy_from_slice(&s.octets());
-            p[32..48].copy_from_slice(&d.octets());
-            48
-        }
-        _ => return None,
-    };
-    p[at..at + 2].copy_from_slice(&sport.to_be_bytes());
-    p[at + 2..at + 4].copy_from_slice(&roce_wire::ROCE_V2_UDP_PORT.to_be_bytes());
-    p[at + 4..at + 6].copy_from_slice(&udp_len.to_be_bytes());
-    let b = at + 8;
-    p[b..b + BTH].copy_from_slice(&body[..BTH]);
-    p[b + 4] = 0xFF; // FECN, BECN, resv6a
-    let mut h = crc32fast::Hasher::new();
-    h.update(&p[..b + BTH]);
-    h.update(&body[BTH..]);
-    Some(h.finalize())
+    roce_wire::icrc::compute_udp(src, dst, sport, roce_wire::ROCE_V2_UDP_PORT, ipv4_id, body)
 }
 
 /// Fills the ICRC of an outgoing datagram (IPv4 ID `t.ipv4_id`, DF).

@@ -47,6 +47,11 @@ pub struct NicConfig {
     /// deviation 12): 32 by default ([`MIN_UNACKED_PSNS`](crate::MIN_UNACKED_PSNS)); 128 keeps
     /// rxe's fixed limit (a driver that answers a NAK within a fraction of a window).
     pub min_unacked_psns: u32,
+    /// The UDP source port of every datagram the device sends. `None` (the default): rxe's
+    /// per-QP port, `0xC000 | hash_32(qpn, 14)`. A driver that sends everything from one
+    /// socket sets that socket's port, so that the ICRC is sealed for the port really used
+    /// instead of being patched per packet.
+    pub udp_sport: Option<u16>,
 }
 
 impl NicConfig {
@@ -65,6 +70,7 @@ impl NicConfig {
             device_attr: DeviceAttr::default(),
             tx_ipv4_id: 0,
             min_unacked_psns: crate::MIN_UNACKED_PSNS,
+            udp_sport: None,
         }
     }
 }
@@ -235,7 +241,11 @@ impl Nic {
             qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
         }
         self.next_qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
-        let mut qp = Qp::new(qpn, pd, init, crate::net::rxe_udp_sport(qpn));
+        let sport = self
+            .cfg
+            .udp_sport
+            .unwrap_or_else(|| crate::net::rxe_udp_sport(qpn));
+        let mut qp = Qp::new(qpn, pd, init, sport);
         qp.req.floor = self
             .cfg
             .min_unacked_psns

@@ -14,8 +14,8 @@ impl Device {
         ncfg.icrc_policy = roce_emu::IcrcPolicy::Skip;
         ncfg.min_unacked_psns = cfg.min_unacked_psns;
         ncfg.seed = std::process::id() as u64 ^ 0x5eed_0000_0000 ^ (cfg.fault_seed << 20);
-        let nic = Nic::new(ncfg);
-        let sock = Socket::bind(cfg.ip, SocketConfig::default()).map_err(|e| {
+        let sock_cfg = SocketConfig::default();
+        let mut sock = Socket::bind(cfg.ip, sock_cfg).map_err(|e| {
             io::Error::new(
                 e.kind(),
                 format!(
@@ -32,6 +32,12 @@ impl Device {
             ),
             None => None,
         };
+        // Everything leaves from the socket's own port (`SourcePorts::Fixed`): the engine seals
+        // each ICRC for that port, so no packet needs its ICRC patched for the port on the way.
+        if sock_cfg.source_ports == SourcePorts::Fixed {
+            ncfg.udp_sport = Some(sock.source_port(0));
+        }
+        let nic = Nic::new(ncfg);
         let waker = Arc::new(Waker::new()?);
         let stat_path = stat::stat_path(&cfg);
         let engine = Engine {
@@ -53,7 +59,7 @@ impl Device {
             sock,
         };
         let shared = Arc::new(Shared {
-            start: std::time::Instant::now(),
+            start_ns: crate::udp::monotonic_ns(),
             engine: Mutex::new(engine),
             waker,
             stop: AtomicBool::new(false),
@@ -142,7 +148,7 @@ impl Device {
             sh.ctr.tx_doorbell_deferred.fetch_add(1, Relaxed);
             sh.arm_doorbell(now);
         } else {
-            sh.progress(&mut e, Origin::Post);
+            sh.progress_at(&mut e, Origin::Post, now);
             e.doorbell.transmitted_at(sh.now().as_nanos());
         }
         Ok(())
@@ -206,7 +212,7 @@ impl Device {
         let now = sh.now();
         sh.app_last.store(now.as_nanos().max(1), Relaxed);
         sh.app_last_got.store(false, Relaxed);
-        sh.ctr.progress_inline.fetch_add(1, Relaxed);
+        bump(&sh.ctr.progress_inline, 1);
         if sh.receive(&mut e, now) > 0 {
             let n = e.nic.poll_cq(cq, wc);
             if n > 0 {
@@ -216,7 +222,7 @@ impl Device {
                 // goes out at the program's next post or poll, or within 200 µs from
                 // the progress thread: one system call less on the latency path.
                 sh.dispatch_events(&mut e);
-                sh.ctr.tx_deferred.fetch_add(1, Relaxed);
+                bump(&sh.ctr.tx_deferred, 1);
                 e.tx_deferred = true;
                 return n;
             }

@@ -39,22 +39,26 @@ impl Shared {
     }
 
     pub(super) fn now(&self) -> Instant {
-        Instant::from_nanos(self.start.elapsed().as_nanos() as u64)
+        Instant::from_nanos(crate::udp::monotonic_ns().saturating_sub(self.start_ns))
     }
 
     /// Receive (engine socket, non-blocking) → timers → transmit → events.
     pub(super) fn progress(&self, e: &mut Engine, from: Origin) -> usize {
-        let now = self.now();
+        self.progress_at(e, from, self.now())
+    }
+
+    /// [`Shared::progress`] at `now` (a caller that has just read the clock).
+    pub(super) fn progress_at(&self, e: &mut Engine, from: Origin, now: Instant) -> usize {
         let inline = from != Origin::Thread;
         match from {
             // Only a program that polls its CQs progresses while it waits; one that spins on
             // memory (ib_write_lat) and only posts needs the thread to watch the socket.
             Origin::Poll => {
                 self.app_last.store(now.as_nanos().max(1), Relaxed);
-                self.ctr.progress_inline.fetch_add(1, Relaxed);
+                bump(&self.ctr.progress_inline, 1);
             }
             Origin::Post => {
-                self.ctr.progress_inline.fetch_add(1, Relaxed);
+                bump(&self.ctr.progress_inline, 1);
             }
             Origin::Thread => {
                 self.ctr.progress_thread.fetch_add(1, Relaxed);
@@ -152,7 +156,7 @@ impl Shared {
         now: Instant,
         may_transmit: bool,
     ) {
-        self.ctr.rx_batches.fetch_add(1, Relaxed);
+        bump(&self.ctr.rx_batches, 1);
         // A post after this reacts to what arrived (a ping-pong, ib_write_lat spinning on
         // memory): it is not part of a burst, its doorbell rings at once.
         e.doorbell.interrupt();
@@ -175,8 +179,8 @@ impl Shared {
                 since = 0;
             }
             since += d.payload.len();
-            self.ctr.rx_datagrams.fetch_add(1, Relaxed);
-            self.ctr.rx_bytes.fetch_add(d.payload.len() as u64, Relaxed);
+            bump(&self.ctr.rx_datagrams, 1);
+            bump(&self.ctr.rx_bytes, d.payload.len() as u64);
             if d.truncated {
                 self.ctr.rx_dropped.fetch_add(1, Relaxed);
                 continue;

@@ -142,7 +142,7 @@ impl Shared {
             let n = tx.len();
             match tx.flush(sock, Wait::Block(Some(Duration::from_millis(20)))) {
                 Ok(sent) => {
-                    self.ctr.tx_flushes.fetch_add(1, Relaxed);
+                    bump(&self.ctr.tx_flushes, 1);
                     if sent < n {
                         self.ctr.tx_errors.fetch_add((n - sent) as u64, Relaxed);
                     }
@@ -218,8 +218,8 @@ impl Shared {
     }
 
     pub(super) fn count_tx(&self, len: usize) {
-        self.ctr.tx_datagrams.fetch_add(1, Relaxed);
-        self.ctr.tx_bytes.fetch_add(len as u64, Relaxed);
+        bump(&self.ctr.tx_datagrams, 1);
+        bump(&self.ctr.tx_bytes, len as u64);
     }
 }
 

@@ -225,6 +225,17 @@ pub struct IcrcCounters {
 }
 
 impl IcrcCounters {
+    /// Counts one outcome.
+    pub fn count(&self, v: IcrcVerdict) {
+        let c = match v {
+            IcrcVerdict::Verified => &self.verified,
+            IcrcVerdict::Bad => &self.bad,
+            IcrcVerdict::NotVerifiable => &self.not_verifiable,
+            IcrcVerdict::RecoveredId(_) => &self.recovered,
+        };
+        c.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// A snapshot `(verified, bad, not_verifiable)`.
     pub fn snapshot(&self) -> (u64, u64, u64) {
         (
@@ -275,13 +286,7 @@ pub fn check_icrc(
             }
         }
     };
-    let c = match v {
-        IcrcVerdict::Verified => &counters.verified,
-        IcrcVerdict::Bad => &counters.bad,
-        IcrcVerdict::NotVerifiable => &counters.not_verifiable,
-        IcrcVerdict::RecoveredId(_) => &counters.recovered,
-    };
-    c.fetch_add(1, Ordering::Relaxed);
+    counters.count(v);
     v
 }
 

@@ -27,6 +27,7 @@ pub mod idsolve;
 pub mod raw;
 mod socket;
 mod sys;
+pub(crate) use sys::monotonic_ns;
 pub mod waker;
 
 pub use datagram::{split_gro, InDatagram, OutDatagram, RecvBatch, GRO_SLOT};

@@ -427,7 +427,8 @@ impl Socket {
     /// from the previous call's.
     pub fn send_batch(&mut self, dgrams: &[OutDatagram<'_>], wait: Wait) -> io::Result<usize> {
         let mut done = 0;
-        let start = Instant::now();
+        // When waiting began (read only if the socket is full: no clock read per send).
+        let mut start = None;
         while done < dgrams.len() {
             // One run: consecutive datagrams using the same kernel socket and checksum mode.
             let sock_of = |s: &mut Self, d: &OutDatagram<'_>| match s.cfg.source_ports {
@@ -451,7 +452,7 @@ impl Socket {
                 gso |= wants_gso(self, d);
                 end += 1;
             }
-            let n = match self.send_run(&dgrams[done..end], sock, gso, wait, start) {
+            let n = match self.send_run(&dgrams[done..end], sock, gso, wait, &mut start) {
                 Ok(n) => n,
                 // Report what was sent; the error comes back on the next call.
                 Err(_) if done > 0 => return Ok(done),
@@ -501,7 +502,7 @@ impl Socket {
         sock: usize,
         gso: bool,
         wait: Wait,
-        start: Instant,
+        start: &mut Option<Instant>,
     ) -> io::Result<usize> {
         self.set_run_checksum(sock, gso)?;
         // Plan the messages.
@@ -587,6 +588,7 @@ impl Socket {
                     } else {
                         wait
                     };
+                    let start = *start.get_or_insert_with(Instant::now);
                     if !wait_ready(fd, true, w, start, &mut spin_until, None)? {
                         break;
                     }

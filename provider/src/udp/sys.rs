@@ -1,5 +1,6 @@
 //! The only `unsafe` code of the UDP datapath: thin wrappers over `sendmmsg`, `recvmmsg`,
-//! `setsockopt`/`getsockopt` on integers, `ppoll`, `sched_setaffinity` and `unshare`.
+//! `setsockopt`/`getsockopt` on integers, `ppoll`, `sched_setaffinity`, `unshare` and
+//! `clock_gettime`.
 //!
 //! # Safety argument (applies to every function here)
 //!
@@ -96,6 +97,22 @@ pub(crate) fn getsockopt_int(fd: &impl AsRawFd, level: i32, name: i32) -> io::Re
     } else {
         Err(io::Error::last_os_error())
     }
+}
+
+/// `CLOCK_MONOTONIC` in nanoseconds (the clock `std::time::Instant` reads on Linux), without
+/// `Instant`'s checked subtraction: the runtime reads it several times per packet.
+#[inline]
+pub(crate) fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a live local of the exact type the call writes; CLOCK_MONOTONIC always
+    // exists on Linux, so the call cannot fail (a failure would leave the zeroes).
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    (ts.tv_sec as u64)
+        .wrapping_mul(1_000_000_000)
+        .wrapping_add(ts.tv_nsec as u64)
 }
 
 /// One datagram to hand to `sendmmsg`: destination, payload pieces, encoded control messages.
