@@ -590,6 +590,15 @@ impl Nic {
         (!self.span.is_disabled()).then(|| self.span.clone())
     }
 
+    /// The IPv4 identification the ICRCs of the next datagrams cover (initially
+    /// [`NicConfig::tx_ipv4_id`]; each [`Transmit`] says what it was sealed with). For a driver
+    /// that knows where the kernel puts the next packet: segment *k* of a GSO send from an
+    /// unconnected DF socket carries ID *k*, so sealing it for *k* saves patching its ICRC.
+    #[inline]
+    pub fn set_tx_ipv4_id(&mut self, id: u16) {
+        self.sh.tx_ipv4_id = id;
+    }
+
     /// False when [`Nic::poll_transmit`] would return `None` at once (no QP is ready to
     /// send); lets a driver skip preparing a buffer.
     #[inline]

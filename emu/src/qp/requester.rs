@@ -34,10 +34,12 @@ pub(crate) fn transmit_on(path: &Path, sport: u16, ipv4_id: u16) -> Transmit {
     }
 }
 
-/// Completes the transmit record `t` with the length and fills the ICRC over `buf[..len]`.
+/// Completes the transmit record `t` with the length and the IPv4 identification and fills the
+/// ICRC over `buf[..len]`.
 #[inline]
-pub(crate) fn seal(mut t: Transmit, buf: &mut [u8], len: usize) -> Option<Transmit> {
+pub(crate) fn seal(mut t: Transmit, ipv4_id: u16, buf: &mut [u8], len: usize) -> Option<Transmit> {
     t.len = len;
+    t.ipv4_id = ipv4_id;
     crate::net::fill_icrc(&t, &mut buf[..len]).then_some(t)
 }
 
@@ -49,7 +51,7 @@ pub(crate) fn finish(
     buf: &mut [u8],
     len: usize,
 ) -> Option<Transmit> {
-    seal(transmit_on(path, sport, ipv4_id), buf, len)
+    seal(transmit_on(path, sport, ipv4_id), ipv4_id, buf, len)
 }
 
 fn transport_of(t: QpType) -> Transport {
@@ -394,7 +396,7 @@ impl Qp {
         }
         let t = match &ud_path {
             Some(path) => finish(path, self.src_port, ctx.tx_ipv4_id, buf, len),
-            None => seal(self.tx?, buf, len),
+            None => seal(self.tx?, ctx.tx_ipv4_id, buf, len),
         };
         if t.is_some() && self.qp_type != QpType::Rc && end {
             self.complete_done(ctx);

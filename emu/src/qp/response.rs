@@ -42,7 +42,7 @@ impl Qp {
             let dqp = self.attr.dest_qp_num;
             let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
             self.resp.jobs.pop_front();
-            return super::requester::seal(tx, buf, len);
+            return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
         }
         self.responder_next_other(ctx, buf)
     }
@@ -59,7 +59,7 @@ impl Qp {
                 Job::Ack { psn, syndrome, msn } => {
                     let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::seal(tx, buf, len);
+                    return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
                 }
                 Job::AtomicAck { psn, orig, msn } => {
                     r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
@@ -70,7 +70,7 @@ impl Qp {
                     r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
                     let len = super::requester::emit_headers(&r, buf)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::seal(tx, buf, len);
+                    return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
                 }
                 Job::Read {
                     psn,
@@ -137,7 +137,7 @@ impl Qp {
                             msn,
                         };
                     }
-                    return super::requester::seal(tx, buf, len);
+                    return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
                 }
             }
         }

@@ -210,10 +210,18 @@ impl Report {
                 0.60,
             );
         }
+        // Issue 6 asks Read and Send for 75% and 80% "of the same baselines" as the Write:
+        // both, one datagram per packet and GSO+GRO (the technique our datapath uses). The
+        // 64-byte message rate is checked against both as well.
         if let Some(r) = self.row(Op::Read, 65536) {
             ge(
                 "RC Read 64 KiB / raw UDP sendmmsg+recvmmsg (packets/s)".into(),
                 vs_mmsg(r, self.mmsg_64k),
+                0.75,
+            );
+            ge(
+                "RC Read 64 KiB / raw UDP GSO+GRO (packets/s)".into(),
+                r.ratio(),
                 0.75,
             );
         }
@@ -223,11 +231,21 @@ impl Report {
                 vs_mmsg(r, self.mmsg_64k),
                 0.80,
             );
+            ge(
+                "RC Send 64 KiB / raw UDP GSO+GRO (packets/s)".into(),
+                r.ratio(),
+                0.80,
+            );
         }
         if let Some(r) = self.row(Op::Write, 64) {
             ge(
                 "RC Write 64 B message rate / raw UDP datagrams/s (sendmmsg+recvmmsg)".into(),
                 vs_mmsg(r, self.mmsg_64b),
+                0.60,
+            );
+            ge(
+                "RC Write 64 B message rate / raw UDP datagrams/s (GSO+GRO)".into(),
+                r.ratio(),
                 0.60,
             );
         }

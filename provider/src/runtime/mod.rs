@@ -73,6 +73,8 @@ mod doorbell;
 mod doorbell_tests;
 mod fault;
 #[cfg(test)]
+mod icrc_tests;
+#[cfg(test)]
 mod look_tests;
 #[cfg(test)]
 mod loss_tests;
@@ -255,7 +257,7 @@ struct Engine {
     /// `None` only while a receive pass has it out (see `receive`).
     rx: Option<Box<RecvBatch>>,
     fault: Fault,
-    held: Option<(Vec<u8>, TxMeta)>,
+    held: Option<(Vec<u8>, TxMeta, u16)>,
     /// ACKs (and responder packets queued behind them) held to the end of a transmit burst.
     acks: AckQueue,
     pcap: Option<PcapSink<io::BufWriter<std::fs::File>>>,

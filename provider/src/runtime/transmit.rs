@@ -50,12 +50,16 @@ impl Shared {
                 ..
             } = e;
             let mut produced = 0;
-            while let Some(space) = tx.space() {
+            let gso = sock.features().gso;
+            while let Some((id, space)) = tx.space_sealed(gso) {
                 if produced >= PIECE_PKTS && pieces {
                     // A long burst: flush what is built and look for a NAK before going on.
                     piece = true;
                     break;
                 }
+                // Sealed for the ID the kernel will give it where it is written (segment k of
+                // a GSO send carries ID k): no ICRC patch unless it lands elsewhere.
+                nic.set_tx_ipv4_id(id);
                 let Some(t) = nic.poll_transmit(now, space) else {
                     break;
                 };
@@ -79,7 +83,7 @@ impl Shared {
                         src_ip: t.src_ip,
                         dst_ip: t.dst_ip,
                         src_port: wire,
-                        ipv4_id: Some(0),
+                        ipv4_id: Some(t.ipv4_id),
                         tos: t.tos,
                         ttl: t.ttl,
                         flow_label: t.flow_label,
@@ -92,9 +96,9 @@ impl Shared {
                 }
                 match fault.decide(&space[..t.len]) {
                     FaultVerdict::Pass => {
-                        match acks.offer(&space[..t.len], meta) {
+                        match acks.offer(&space[..t.len], meta, t.ipv4_id) {
                             Offer::Commit => {
-                                tx.commit(sock, meta, t.len);
+                                tx.commit_sealed(sock, meta, t.len, t.ipv4_id);
                                 self.count_tx(t.len);
                             }
                             Offer::Held => {}
@@ -103,12 +107,12 @@ impl Shared {
                             }
                             Offer::Full => {
                                 // Keep the order: what is held, then this packet.
-                                acks.save(&space[..t.len], meta);
+                                acks.save(&space[..t.len], meta, t.ipv4_id);
                                 self.commit_acks(tx, sock, acks);
                             }
                         }
-                        if let Some((b, m)) = held.take() {
-                            Self::commit_copy(tx, sock, &b, m);
+                        if let Some((b, m, id)) = held.take() {
+                            Self::commit_copy(tx, sock, &b, m, id);
                             self.count_tx(b.len());
                         }
                     }
@@ -117,18 +121,18 @@ impl Shared {
                     }
                     FaultVerdict::Hold => {
                         if held.is_none() {
-                            *held = Some((space[..t.len].to_vec(), meta));
+                            *held = Some((space[..t.len].to_vec(), meta, t.ipv4_id));
                             self.ctr.fault_reordered.fetch_add(1, Relaxed);
                         } else {
-                            tx.commit(sock, meta, t.len);
+                            tx.commit_sealed(sock, meta, t.len, t.ipv4_id);
                             self.count_tx(t.len);
                         }
                     }
                 }
             }
             // A held datagram leaves at the end of the burst at the latest.
-            if let Some((b, m)) = held.take() {
-                Self::commit_copy(tx, sock, &b, m);
+            if let Some((b, m, id)) = held.take() {
+                Self::commit_copy(tx, sock, &b, m, id);
                 self.count_tx(b.len());
             }
             // ACKs go last, behind this burst's requests: an ACK that follows a SEND of the
@@ -181,20 +185,21 @@ impl Shared {
 
     /// Commits every packet `acks` holds (then the saved one, if any), in order.
     pub(super) fn commit_acks(&self, tx: &mut TxBatch, sock: &mut Socket, acks: &mut AckQueue) {
-        for (b, m) in acks.drain() {
-            Self::commit_copy(tx, sock, b, m);
+        for (b, m, id) in acks.drain() {
+            Self::commit_copy(tx, sock, b, m, id);
             self.count_tx(b.len());
         }
         acks.clear();
     }
 
-    pub(super) fn commit_copy(tx: &mut TxBatch, sock: &mut Socket, b: &[u8], m: TxMeta) {
+    /// Commits a copy of `b`, whose ICRC was sealed for IPv4 identification `id`.
+    pub(super) fn commit_copy(tx: &mut TxBatch, sock: &mut Socket, b: &[u8], m: TxMeta, id: u16) {
         if tx.space().is_none() {
             let _ = tx.flush(sock, Wait::Block(Some(Duration::from_millis(20))));
         }
         if let Some(space) = tx.space() {
             space[..b.len()].copy_from_slice(b);
-            tx.commit(sock, m, b.len());
+            tx.commit_sealed(sock, m, b.len(), id);
         }
     }
 
@@ -236,8 +241,8 @@ impl Shared {
 pub(super) struct AckQueue {
     /// Copies of the held packets, back to back.
     arena: Vec<u8>,
-    /// `(offset, length, meta)` of each held packet, in order.
-    held: Vec<(usize, usize, TxMeta)>,
+    /// `(offset, length, meta, IPv4 ID its ICRC was sealed for)` of each held packet, in order.
+    held: Vec<(usize, usize, TxMeta, u16)>,
     /// Room for the held packets in `arena`.
     cap: usize,
 }
@@ -280,7 +285,7 @@ impl AckQueue {
     }
 
     /// Holds `p` when it is an RC ACK, or an RC responder packet behind a held ACK.
-    pub(super) fn offer(&mut self, p: &[u8], meta: TxMeta) -> Offer {
+    pub(super) fn offer(&mut self, p: &[u8], meta: TxMeta, id: u16) -> Offer {
         let op = p.first().copied().unwrap_or(0);
         // RC responses: READ response first/middle/last/only 0x0D..=0x10, ACK 0x11, atomic ACK 0x12.
         let hold = op == OP_RC_ACK || (!self.held.is_empty() && (0x0D..=0x12).contains(&op));
@@ -292,10 +297,11 @@ impl AckQueue {
         // newer), so it takes the earlier one's place — ACK coalescing as IBA allows it (one
         // ACK for several requests; rxe and the engine complete every WQE up to its PSN).
         if is_plain_ack(p) {
-            if let Some(&(o, l, m)) = self.held.last() {
+            if let Some(&mut (o, l, m, ref mut sealed)) = self.held.last_mut() {
                 let prev = &self.arena[o..o + l];
                 if m == meta && is_plain_ack(prev) && prev[5..8] == p[5..8] && psn_ge(p, prev) {
                     self.arena[o..o + l].copy_from_slice(p);
+                    *sealed = id;
                     return Offer::Coalesced;
                 }
             }
@@ -303,21 +309,21 @@ impl AckQueue {
         if self.arena.len() + p.len() > self.cap || self.held.len() == self.held.capacity() {
             return Offer::Full;
         }
-        self.save(p, meta);
+        self.save(p, meta, id);
         Offer::Held
     }
 
     /// Appends `p` unconditionally (the arena has `MAX_PACKET` of slack past `cap`).
-    pub(super) fn save(&mut self, p: &[u8], meta: TxMeta) {
+    pub(super) fn save(&mut self, p: &[u8], meta: TxMeta, id: u16) {
         let off = self.arena.len();
         self.arena.extend_from_slice(p);
-        self.held.push((off, p.len(), meta));
+        self.held.push((off, p.len(), meta, id));
     }
 
-    pub(super) fn drain(&self) -> impl Iterator<Item = (&[u8], TxMeta)> + '_ {
+    pub(super) fn drain(&self) -> impl Iterator<Item = (&[u8], TxMeta, u16)> + '_ {
         self.held
             .iter()
-            .map(|&(o, l, m)| (&self.arena[o..o + l], m))
+            .map(|&(o, l, m, id)| (&self.arena[o..o + l], m, id))
     }
 
     pub(super) fn clear(&mut self) {

@@ -15,7 +15,7 @@ use std::net::IpAddr;
 
 use super::cmsg::AlignedBuf;
 use super::datagram::{OutDatagram, GRO_SLOT};
-use super::headers::{patch_icrc_ipv4_id, patch_icrc_udp_sport};
+use super::headers::{gso_segment_ip_id, patch_icrc_ipv4_id, patch_icrc_udp_sport};
 use super::socket::{Socket, Wait, MAX_GSO_SEGMENTS, MAX_UDP_PAYLOAD};
 
 /// How a packet written into [`TxBatch::space`] was addressed and sealed.
@@ -86,27 +86,46 @@ impl TxBatch {
     /// Room for the next packet (`max_packet` bytes): the tail of the current run when it has
     /// room, else the start of a free buffer. `None` when every buffer is in use: flush first.
     pub fn space(&mut self) -> Option<&mut [u8]> {
+        self.space_sealed(false).map(|(_, b)| b)
+    }
+
+    /// [`TxBatch::space`], with the IPv4 identification a packet written there will carry if
+    /// it joins the run it is written at: segment *k* of a GSO send carries ID *k* (`gso`: the
+    /// socket sends with kernel GSO, [`super::Features::gso`]); 0 at the start of a buffer. A
+    /// packet sealed for it needs no ICRC patch: commit it with [`TxBatch::commit_sealed`].
+    #[inline]
+    pub fn space_sealed(&mut self, gso: bool) -> Option<(u16, &mut [u8])> {
         // A free buffer must remain while offering a run's tail, in case the packet cannot join.
         if self.groups.len() >= self.bufs.len() {
             return None;
         }
-        let (g, off) = match self.groups.last() {
+        let (g, off, id) = match self.groups.last() {
             Some(l)
                 if !l.closed
                     && l.count < MAX_GSO_SEGMENTS
                     && l.len + self.max_packet <= MAX_UDP_PAYLOAD =>
             {
-                (self.groups.len() - 1, l.len)
+                let id = if gso { gso_segment_ip_id(l.count) } else { 0 };
+                (self.groups.len() - 1, l.len, id)
             }
-            _ => (self.groups.len(), 0),
+            _ => (self.groups.len(), 0, 0),
         };
         self.pending = Some((g, off));
-        Some(&mut self.bufs[g].as_mut_slice()[off..off + self.max_packet])
+        Some((
+            id,
+            &mut self.bufs[g].as_mut_slice()[off..off + self.max_packet],
+        ))
     }
 
     /// Records the packet of `len` bytes just written into the last [`TxBatch::space`], patching
     /// its ICRC for the IPv4 ID and source port `sock` will really send.
     pub fn commit(&mut self, sock: &mut Socket, meta: TxMeta, len: usize) {
+        self.commit_sealed(sock, meta, len, 0)
+    }
+
+    /// [`TxBatch::commit`] for a packet whose ICRC was sealed for IPv4 identification
+    /// `sealed_id` (see [`TxBatch::space_sealed`]); patched only if it lands elsewhere.
+    pub fn commit_sealed(&mut self, sock: &mut Socket, meta: TxMeta, len: usize, sealed_id: u16) {
         let (g, off) = self
             .pending
             .take()
@@ -143,6 +162,15 @@ impl TxBatch {
         if wire_sport != meta.src_port {
             patch_icrc_udp_sport(p, v6, meta.src_port, wire_sport);
         }
+        // What the kernel will give this packet: ID k as segment k of a GSO send.
+        let id = if off > 0 && gso {
+            gso_segment_ip_id(self.groups[g].count)
+        } else {
+            0
+        };
+        if !v6 && id != sealed_id {
+            patch_icrc_ipv4_id(p, sealed_id, id);
+        }
         if off == 0 {
             self.groups.push(Group {
                 meta,
@@ -154,9 +182,6 @@ impl TxBatch {
             });
         } else {
             let l = &mut self.groups[g];
-            if gso && !v6 {
-                patch_icrc_ipv4_id(p, 0, l.count as u16);
-            }
             l.len += len;
             l.count += 1;
             l.closed = len < l.seg;
@@ -333,6 +358,9 @@ mod tests {
 
     /// Random sizes, TOS values and two destinations through a small batch (frequent moves,
     /// closes and flushes): every packet arrives in order per destination and verifies strictly.
+    /// Packets are sealed for ID 0 (`commit`), for the ID [`TxBatch::space_sealed`] predicts
+    /// (`commit_sealed`: moved packets need a patch back), or for an unrelated ID (a packet held
+    /// and committed later): each is patched to what the kernel sends.
     #[test]
     fn random_mix_through_small_batch() {
         let cfg = SocketConfig {
@@ -363,22 +391,29 @@ mod tests {
             let tos = if (r >> 6) % 11 == 0 { Some(2u8) } else { None };
             let sport = if (r >> 9) % 13 == 0 { 0xC001 } else { 0xC002 };
             let mut p = payload(psn, size - 16);
+            if tx.space().is_none() {
+                tx.flush(&mut a, wait).unwrap();
+            }
+            let gso = a.features().gso;
+            let (predicted, _) = tx.space_sealed(gso).unwrap();
+            let sealed = match (r >> 12) % 3 {
+                0 => 0,
+                1 => predicted,
+                _ => (r >> 16) as u16,
+            };
             WireHeaders::new(&HeaderFacts {
                 src: pa.ip(),
                 dst: dst.ip(),
                 sport,
                 dport: dst.port(),
                 payload_len: p.len(),
-                ip_id: 0,
+                ip_id: sealed,
                 tos: 0,
                 ttl: 64,
             })
             .fill_icrc(&mut p)
             .unwrap();
-            if tx.space().is_none() {
-                tx.flush(&mut a, wait).unwrap();
-            }
-            let sp = tx.space().unwrap();
+            let (_, sp) = tx.space_sealed(gso).unwrap();
             sp[..p.len()].copy_from_slice(&p);
             let meta = TxMeta {
                 dst: dst.ip(),
@@ -387,7 +422,7 @@ mod tests {
                 tos,
                 ttl: None,
             };
-            tx.commit(&mut a, meta, p.len());
+            tx.commit_sealed(&mut a, meta, p.len(), sealed);
             sent[which].push(p);
         }
         tx.flush(&mut a, wait).unwrap();
