@@ -50,14 +50,17 @@ impl AlignedBuf {
         AlignedBuf { raw, start, len }
     }
     /// The aligned bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &self.raw[self.start..self.start + self.len]
     }
     /// The aligned bytes, mutable.
+    #[inline]
     pub fn as_mut_slice(&mut self) -> &mut [u8] {
         &mut self.raw[self.start..self.start + self.len]
     }
     /// Length of the aligned part.
+    #[inline]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -145,6 +148,7 @@ pub fn decode(buf: &[u8]) -> impl Iterator<Item = Cmsg<'_>> {
 }
 
 /// Reads a native-endian `int` (or shorter, zero-extended) from cmsg data.
+#[inline]
 pub fn read_int(data: &[u8]) -> Option<i32> {
     match data.len() {
         n if n >= 4 => Some(i32::from_ne_bytes(data[..4].try_into().ok()?)),
@@ -172,36 +176,51 @@ pub struct RecvInfo {
 }
 
 /// Decodes the control messages we ask for into a [`RecvInfo`]; unknown messages are ignored.
+/// Stops at the first malformed header, as [`decode`] does (the same walk, written out: this
+/// runs for every receive, and the iterator's per-message bounds checks and copies were most
+/// of its cost).
 pub fn parse_recv(buf: &[u8]) -> RecvInfo {
     let mut r = RecvInfo::default();
-    for c in decode(buf) {
-        match (c.level, c.ty) {
-            (libc::IPPROTO_IP, libc::IP_PKTINFO) if c.data.len() >= 12 => {
+    let d = align(HDR);
+    let mut at = 0usize;
+    while let Some(h) = buf.get(at..at + HDR) {
+        let (l, rest) = h.split_at(ALIGN);
+        let clen = usize::from_ne_bytes(l.try_into().unwrap_or([0; ALIGN]));
+        let level = i32::from_ne_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let ty = i32::from_ne_bytes([rest[4], rest[5], rest[6], rest[7]]);
+        let Some(data) = (clen >= d).then(|| buf.get(at + d..at + clen)).flatten() else {
+            break;
+        };
+        match (level, ty) {
+            (libc::IPPROTO_IP, libc::IP_PKTINFO) if data.len() >= 12 => {
                 // struct in_pktinfo { int ipi_ifindex; in_addr ipi_spec_dst; in_addr ipi_addr; }
-                r.ifindex = Some(u32::from_ne_bytes(c.data[0..4].try_into().unwrap()));
-                let a: [u8; 4] = c.data[8..12].try_into().unwrap();
-                r.dst = Some(std::net::IpAddr::from(a));
+                r.ifindex = Some(u32::from_ne_bytes([data[0], data[1], data[2], data[3]]));
+                r.dst = Some(std::net::IpAddr::from([
+                    data[8], data[9], data[10], data[11],
+                ]));
             }
-            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) if c.data.len() >= 20 => {
+            (libc::IPPROTO_IPV6, libc::IPV6_PKTINFO) if data.len() >= 20 => {
                 // struct in6_pktinfo { in6_addr ipi6_addr; int ipi6_ifindex; }
-                let a: [u8; 16] = c.data[0..16].try_into().unwrap();
+                let mut a = [0u8; 16];
+                a.copy_from_slice(&data[..16]);
                 r.dst = Some(std::net::IpAddr::from(a));
-                r.ifindex = Some(u32::from_ne_bytes(c.data[16..20].try_into().unwrap()));
+                r.ifindex = Some(u32::from_ne_bytes([data[16], data[17], data[18], data[19]]));
             }
             (libc::IPPROTO_IP, libc::IP_TOS) | (libc::IPPROTO_IPV6, libc::IPV6_TCLASS) => {
-                r.tos = read_int(c.data).map(|v| v as u8);
+                r.tos = read_int(data).map(|v| v as u8);
             }
             (libc::IPPROTO_IP, libc::IP_TTL) | (libc::IPPROTO_IPV6, libc::IPV6_HOPLIMIT) => {
-                r.ttl = read_int(c.data).map(|v| v as u8);
+                r.ttl = read_int(data).map(|v| v as u8);
             }
             (consts::SOL_UDP, consts::UDP_GRO) => {
-                r.gro_size = read_int(c.data).map(|v| v as u16);
+                r.gro_size = read_int(data).map(|v| v as u16);
             }
             (libc::SOL_SOCKET, consts::SO_RXQ_OVFL) => {
-                r.drops = read_int(c.data).map(|v| v as u32);
+                r.drops = read_int(data).map(|v| v as u32);
             }
             _ => {}
         }
+        at += align(clen);
     }
     r
 }

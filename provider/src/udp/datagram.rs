@@ -2,11 +2,11 @@
 
 use std::net::{IpAddr, SocketAddr};
 
-use super::cmsg::{self, AlignedBuf, RecvInfo};
+use super::cmsg::{self, RecvInfo};
 use super::headers::{
     check_icrc, gso_segment_ip_id, HeaderFacts, IcrcCounters, IcrcPolicy, IcrcVerdict, WireHeaders,
 };
-use super::sys::RecvMeta;
+use super::sys::{RecvMeta, RecvSlots};
 use roce_wire::ROCE_V2_UDP_PORT;
 
 /// One datagram (or, with `gso_size`, several equal-size datagrams) to send.
@@ -181,12 +181,10 @@ pub const SLOT_ALIGN: usize = 64;
 /// the misaligned-`memcpy` cliff described in `perf-facts.md` when copying it out.
 #[derive(Debug)]
 pub struct RecvBatch {
-    bufs: Vec<AlignedBuf>,
-    ctrl: Vec<AlignedBuf>,
+    pub(crate) slots: RecvSlots,
     pub(crate) meta: Vec<RecvMeta>,
     pub(crate) info: Vec<RecvInfo>,
     pub(crate) filled: usize,
-    headroom: usize,
     pub(crate) local: SocketAddr,
 }
 
@@ -201,23 +199,17 @@ impl RecvBatch {
     pub fn with_layout(slots: usize, slot_size: usize, headroom: usize) -> Self {
         let slots = slots.clamp(1, 1024);
         RecvBatch {
-            bufs: (0..slots)
-                .map(|_| AlignedBuf::new(slot_size + headroom, SLOT_ALIGN))
-                .collect(),
-            ctrl: (0..slots)
-                .map(|_| AlignedBuf::new(cmsg::RECV_SPACE, 8))
-                .collect(),
+            slots: RecvSlots::new(slots, slot_size, headroom, cmsg::RECV_SPACE),
             meta: vec![RecvMeta::default(); slots],
             info: vec![RecvInfo::default(); slots],
             filled: 0,
-            headroom,
             local: SocketAddr::from(([0, 0, 0, 0], 0)),
         }
     }
 
     /// Number of slots.
     pub fn capacity(&self) -> usize {
-        self.bufs.len()
+        self.slots.len()
     }
 
     /// Number of slots (buffers) filled by the last receive. A GRO slot holds several datagrams.
@@ -253,7 +245,7 @@ impl RecvBatch {
 
     /// The raw buffer of slot `i` (GRO-coalesced when `gro_size(i)` is set).
     pub fn slot(&self, i: usize) -> &[u8] {
-        &self.bufs[i].as_slice()[self.headroom..self.headroom + self.meta[i].len]
+        &self.slots.data(i)[..self.meta[i].len]
     }
 
     /// The GRO segment size reported for slot `i`.
@@ -286,21 +278,8 @@ impl RecvBatch {
         })
     }
 
-    #[allow(clippy::type_complexity)]
-    pub(crate) fn slots_mut(
-        &mut self,
-    ) -> (&mut [AlignedBuf], &mut [AlignedBuf], &mut [RecvMeta], usize) {
-        (
-            &mut self.bufs,
-            &mut self.ctrl,
-            &mut self.meta,
-            self.headroom,
-        )
-    }
-
     pub(crate) fn control(&self, i: usize) -> &[u8] {
-        let n = self.meta[i].control_len.min(self.ctrl[i].len());
-        &self.ctrl[i].as_slice()[..n]
+        self.slots.control(i, self.meta[i].control_len)
     }
 }
 
@@ -348,14 +327,13 @@ mod tests {
 
     #[test]
     fn recv_batch_layout() {
-        let mut b = RecvBatch::with_layout(4, 2048, 36);
+        let b = RecvBatch::with_layout(4, 2048, 36);
         assert_eq!(b.capacity(), 4);
-        let (bufs, _, _, h) = b.slots_mut();
-        for s in bufs.iter() {
-            assert_eq!(s.as_slice().as_ptr() as usize % SLOT_ALIGN, 0);
-            assert_eq!(s.len(), 2048 + 36);
+        for i in 0..4 {
+            let d = b.slots.data(i);
+            assert_eq!(d.as_ptr() as usize % SLOT_ALIGN, 36);
+            assert_eq!(d.len(), 2048);
         }
-        assert_eq!(h, 36);
         assert_eq!(b.iter().count(), 0);
     }
 }

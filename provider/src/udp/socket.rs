@@ -133,7 +133,6 @@ pub struct Socket {
     /// asking for exactly that needs no `IP_TTL` cmsg (one less for the kernel to parse).
     default_ttl: Option<u8>,
     send_scratch: sys::SendScratch,
-    recv_scratch: sys::RecvScratch,
     addrs: Vec<SockAddr>,
     ctrl: Vec<AlignedBuf>,
     ctrl_len: Vec<usize>,
@@ -263,7 +262,6 @@ impl Socket {
             no_check: zero_checksum,
             default_ttl,
             send_scratch: Default::default(),
-            recv_scratch: Default::default(),
             addrs: Vec::new(),
             ctrl: Vec::new(),
             ctrl_len: Vec::new(),
@@ -285,7 +283,6 @@ impl Socket {
             no_check: self.no_check,
             default_ttl: self.default_ttl,
             send_scratch: Default::default(),
-            recv_scratch: Default::default(),
             addrs: Vec::new(),
             ctrl: Vec::new(),
             ctrl_len: Vec::new(),
@@ -648,8 +645,7 @@ impl Socket {
         let mut start = None;
         let mut spin_until = None;
         loop {
-            let (bufs, ctrls, meta, headroom) = batch.slots_mut();
-            let r = sys::recvmmsg(fd, bufs, headroom, ctrls, meta, &mut self.recv_scratch);
+            let r = sys::recvmmsg(fd, &mut batch.slots, &mut batch.meta);
             match r {
                 Ok(n) => {
                     batch.filled = n;

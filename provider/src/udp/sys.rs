@@ -8,9 +8,14 @@
 //!   (`&[u8]`, `&mut [u8]`, `&SockAddr`, `&mut Vec<_>`) that lives until the wrapper returns, and
 //!   the kernel does not keep any of them after the syscall returns. Lengths passed with a pointer
 //!   are the length of the same borrow, so the kernel never reads or writes outside it.
-//! * The `mmsghdr`/`iovec` arrays are plain-old-data scratch vectors owned by the caller. They are
-//!   cleared and refilled (never reallocated past their capacity between the fill and the syscall)
-//!   right before each call, so no stale pointer can survive from an earlier call.
+//! * The `mmsghdr`/`iovec` arrays are plain-old-data scratch vectors owned by the caller. They
+//!   only grow (to the call's message count, before any pointer into them is taken), and right
+//!   before each call every field the kernel reads in the first `n` entries is rewritten from
+//!   this call's borrows, so no stale pointer from an earlier call reaches the kernel (entries
+//!   past `n` are never handed to it).
+//! * `sendmmsg`/`recvmmsg` go through `libc::syscall` rather than glibc's wrappers: same kernel
+//!   entry and arguments, minus the wrappers' thread-cancellation bracket (nothing here cancels
+//!   threads); a negative result sets `errno` as the wrappers do.
 //! * Receive buffers are `&mut [u8]`: any byte pattern written by the kernel is a valid `u8`.
 //!   Sender addresses are written into `sockaddr_storage` values that we zero first; we read
 //!   them back as `sockaddr_in`/`sockaddr_in6` only after checking `ss_family` and
@@ -145,35 +150,45 @@ pub(crate) fn sendmmsg<'a>(
     if n == 0 {
         return Ok(0);
     }
-    scratch.hdrs.clear();
-    scratch.iovs.clear();
-    scratch.hdrs.reserve(n);
-    scratch.iovs.reserve(n);
-    for i in 0..n {
-        let m = msg(i);
-        scratch.iovs.push(libc::iovec {
-            iov_base: m.data.as_ptr() as *mut libc::c_void,
-            iov_len: m.data.len(),
-        });
-        // SAFETY: mmsghdr is plain old data; all-zero is a valid value.
-        let mut h: libc::mmsghdr = unsafe { mem::zeroed() };
-        h.msg_hdr.msg_name = m.addr.as_ptr() as *mut libc::c_void;
-        h.msg_hdr.msg_namelen = m.addr.len();
-        h.msg_hdr.msg_iovlen = 1;
-        if !m.control.is_empty() {
-            h.msg_hdr.msg_control = m.control.as_ptr() as *mut libc::c_void;
-            h.msg_hdr.msg_controllen = m.control.len() as _;
+    // As in `recvmmsg`: the vectors keep their length between calls (only grown, never rebuilt)
+    // and every field the kernel reads is rewritten below from this call's borrows.
+    if scratch.hdrs.len() < n {
+        // SAFETY: mmsghdr and iovec are plain old data; all-zero is valid.
+        unsafe {
+            scratch.hdrs.resize(n, mem::zeroed());
+            scratch.iovs.resize(n, mem::zeroed());
         }
-        scratch.hdrs.push(h);
     }
-    // iovs is complete (reserved above, so never reallocated): now point each header at its iovec.
-    for (h, iov) in scratch.hdrs.iter_mut().zip(scratch.iovs.iter_mut()) {
-        h.msg_hdr.msg_iov = iov;
+    for (i, (h, iov)) in scratch.hdrs[..n]
+        .iter_mut()
+        .zip(scratch.iovs.iter_mut())
+        .enumerate()
+    {
+        let m = msg(i);
+        iov.iov_base = m.data.as_ptr() as *mut libc::c_void;
+        iov.iov_len = m.data.len();
+        let hdr = &mut h.msg_hdr;
+        hdr.msg_name = m.addr.as_ptr() as *mut libc::c_void;
+        hdr.msg_namelen = m.addr.len();
+        hdr.msg_iov = iov;
+        hdr.msg_iovlen = 1;
+        if m.control.is_empty() {
+            hdr.msg_control = std::ptr::null_mut();
+            hdr.msg_controllen = 0;
+        } else {
+            hdr.msg_control = m.control.as_ptr() as *mut libc::c_void;
+            hdr.msg_controllen = m.control.len() as _;
+        }
+        hdr.msg_flags = 0;
+        h.msg_len = 0;
     }
     // SAFETY: every pointer in hdrs/iovs points into borrows ('a) that outlive this call
-    // (module docs); the kernel only reads them.
+    // (module docs); the kernel only reads them. The raw system call (not glibc's wrapper, a
+    // cancellation point that brackets it with two more calls): this process never cancels
+    // threads, so the only difference is the cost.
     let r = unsafe {
-        libc::sendmmsg(
+        libc::syscall(
+            libc::SYS_sendmmsg,
             fd,
             scratch.hdrs.as_mut_ptr(),
             n as libc::c_uint,
@@ -196,90 +211,160 @@ pub(crate) struct RecvMeta {
     pub src: Option<SocketAddr>,
 }
 
-/// Reusable scratch for [`recvmmsg`].
-#[derive(Default)]
-pub(crate) struct RecvScratch {
+/// Receive buffers (`slots` data buffers of `slot_size + headroom` bytes, 64-byte aligned, and as
+/// many control buffers) together with the `recvmmsg` headers that point into them, built once:
+/// a receive only resets the lengths and flags the kernel changed in the previous one, so an
+/// empty poll (a busy-polling caller makes millions) costs no per-slot work at all.
+///
+/// Safety argument: every pointer in `hdrs` points into a heap allocation owned by this value
+/// (`bufs[i]`, `ctrls[i]`, `iovs`, `names`), made at construction and never resized, moved or
+/// freed before this value is dropped (the fields are private and only read afterwards), so
+/// the pointers stay valid wherever the value itself moves. The kernel writes through them
+/// only inside [`recvmmsg`], which takes `&mut self`: no Rust reference into the buffers is
+/// alive then. Outside it, the buffers are read through shared borrows of `self`.
+pub(crate) struct RecvSlots {
+    bufs: Vec<AlignedBuf>,
+    ctrls: Vec<AlignedBuf>,
+    headroom: usize,
+    slot_size: usize,
     hdrs: Vec<libc::mmsghdr>,
+    /// Never read by us: kept alive because `hdrs` point into it.
+    #[allow(dead_code)]
     iovs: Vec<libc::iovec>,
     names: Vec<libc::sockaddr_storage>,
+    /// Entries whose lengths and flags the kernel may have changed in the last call.
+    dirty: usize,
 }
 
-// SAFETY: as for SendScratch.
-unsafe impl Send for RecvScratch {}
+// SAFETY: the raw pointers inside point only into this value's own heap allocations (see the
+// type docs), so moving the value to another thread moves their ownership with it.
+unsafe impl Send for RecvSlots {}
 
-/// `recvmmsg` with `MSG_DONTWAIT` into `bufs[i][headroom..]` with control space `ctrls[i]`.
-/// Fills `meta[i]` for each message received; returns the count.
+impl std::fmt::Debug for RecvSlots {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RecvSlots")
+            .field("slots", &self.bufs.len())
+            .field("slot_size", &self.slot_size)
+            .field("headroom", &self.headroom)
+            .finish()
+    }
+}
+
+impl RecvSlots {
+    /// `slots` (1..=1024) buffers of `slot_size` usable bytes starting `headroom` bytes past a
+    /// 64-byte boundary, each with a control buffer of `ctrl_size` bytes.
+    pub(crate) fn new(slots: usize, slot_size: usize, headroom: usize, ctrl_size: usize) -> Self {
+        let n = slots.clamp(1, 1024);
+        let mut bufs: Vec<AlignedBuf> = (0..n)
+            .map(|_| AlignedBuf::new(slot_size + headroom, 64))
+            .collect();
+        let mut ctrls: Vec<AlignedBuf> = (0..n).map(|_| AlignedBuf::new(ctrl_size, 8)).collect();
+        // SAFETY: mmsghdr, iovec and sockaddr_storage are plain old data; all-zero is valid.
+        let (mut hdrs, mut iovs, mut names) = unsafe {
+            (
+                vec![mem::zeroed::<libc::mmsghdr>(); n],
+                vec![mem::zeroed::<libc::iovec>(); n],
+                vec![mem::zeroed::<libc::sockaddr_storage>(); n],
+            )
+        };
+        for i in 0..n {
+            let data = &mut bufs[i].as_mut_slice()[headroom..];
+            iovs[i].iov_base = data.as_mut_ptr().cast();
+            iovs[i].iov_len = data.len();
+            let m = &mut hdrs[i].msg_hdr;
+            m.msg_iov = &mut iovs[i];
+            m.msg_iovlen = 1;
+            m.msg_name = (&mut names[i] as *mut libc::sockaddr_storage).cast();
+            let c = ctrls[i].as_mut_slice();
+            m.msg_control = if c.is_empty() {
+                std::ptr::null_mut()
+            } else {
+                c.as_mut_ptr().cast()
+            };
+        }
+        let mut s = RecvSlots {
+            bufs,
+            ctrls,
+            headroom,
+            slot_size,
+            hdrs,
+            iovs,
+            names,
+            dirty: n,
+        };
+        s.reset();
+        s
+    }
+
+    /// Gives the first `dirty` entries their buffer sizes back (the kernel overwrote them with
+    /// what it received).
+    #[inline]
+    fn reset(&mut self) {
+        let name_len = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+        for (h, c) in self.hdrs[..self.dirty].iter_mut().zip(&self.ctrls) {
+            h.msg_hdr.msg_namelen = name_len;
+            h.msg_hdr.msg_controllen = c.len() as _;
+            h.msg_hdr.msg_flags = 0;
+            h.msg_len = 0;
+        }
+        self.dirty = 0;
+    }
+
+    /// Number of slots.
+    pub(crate) fn len(&self) -> usize {
+        self.bufs.len()
+    }
+
+    /// Slot `i`'s data buffer (from the headroom on, `slot_size` bytes).
+    #[inline]
+    pub(crate) fn data(&self, i: usize) -> &[u8] {
+        &self.bufs[i].as_slice()[self.headroom..]
+    }
+
+    /// The first `len` bytes of slot `i`'s control buffer.
+    #[inline]
+    pub(crate) fn control(&self, i: usize, len: usize) -> &[u8] {
+        let c = self.ctrls[i].as_slice();
+        &c[..len.min(c.len())]
+    }
+}
+
+/// `recvmmsg` with `MSG_DONTWAIT` into `slots`. Fills `meta[i]` for each message received;
+/// returns the count.
 pub(crate) fn recvmmsg(
     fd: RawFd,
-    bufs: &mut [AlignedBuf],
-    headroom: usize,
-    ctrls: &mut [AlignedBuf],
+    slots: &mut RecvSlots,
     meta: &mut [RecvMeta],
-    scratch: &mut RecvScratch,
 ) -> io::Result<usize> {
-    let n = bufs.len().min(ctrls.len()).min(meta.len()).min(1024);
+    let n = slots.len().min(meta.len());
     if n == 0 {
         return Ok(0);
     }
-    // The vectors keep their length between calls (a busy-polling caller makes millions of
-    // calls, most of them finding nothing): only grow them, never rebuild from zero; every field
-    // the kernel reads is rewritten below, from this call's borrows.
-    if scratch.hdrs.len() < n {
-        // SAFETY: mmsghdr, iovec and sockaddr_storage are plain old data; all-zero is valid.
-        unsafe {
-            scratch.hdrs.resize(n, mem::zeroed());
-            scratch.iovs.resize(n, mem::zeroed());
-            scratch.names.resize(n, mem::zeroed());
-        }
-    }
-    for ((((b, c), h), iov), name) in bufs[..n]
-        .iter_mut()
-        .zip(ctrls.iter_mut())
-        .zip(scratch.hdrs.iter_mut())
-        .zip(scratch.iovs.iter_mut())
-        .zip(scratch.names.iter_mut())
-    {
-        let data = &mut b.as_mut_slice()[headroom..];
-        iov.iov_base = data.as_mut_ptr().cast();
-        iov.iov_len = data.len();
-        let m = &mut h.msg_hdr;
-        m.msg_iov = iov;
-        m.msg_iovlen = 1;
-        m.msg_name = (name as *mut libc::sockaddr_storage).cast();
-        m.msg_namelen = mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
-        let c = c.as_mut_slice();
-        if c.is_empty() {
-            m.msg_control = std::ptr::null_mut();
-            m.msg_controllen = 0;
-        } else {
-            m.msg_control = c.as_mut_ptr().cast();
-            m.msg_controllen = c.len() as _;
-        }
-        m.msg_flags = 0;
-        h.msg_len = 0;
-    }
-    // SAFETY: every pointer is into a live exclusive borrow of the right length (module docs).
+    slots.reset();
+    // SAFETY: the first `n` headers point into `slots`' own buffers, with their sizes (type
+    // docs); `slots` is borrowed exclusively for the call. The raw system call, as in
+    // `sendmmsg`: a busy-polling caller makes millions of these.
     let r = unsafe {
-        libc::recvmmsg(
+        libc::syscall(
+            libc::SYS_recvmmsg,
             fd,
-            scratch.hdrs.as_mut_ptr(),
+            slots.hdrs.as_mut_ptr(),
             n as libc::c_uint,
             libc::MSG_DONTWAIT,
-            std::ptr::null_mut(),
+            std::ptr::null_mut::<libc::timespec>(),
         )
     };
+    // The kernel writes lengths and flags back only into the entries it filled; to be safe
+    // against any kernel that touches the entry it stopped at, that one is reset too.
     if r < 0 {
+        slots.dirty = 1;
         return Err(io::Error::last_os_error());
     }
     let r = r as usize;
-    for ((m, h), name) in meta
-        .iter_mut()
-        .zip(&scratch.hdrs)
-        .zip(&scratch.names)
-        .take(r)
-    {
+    slots.dirty = (r + 1).min(n);
+    for ((m, h), name) in meta.iter_mut().zip(&slots.hdrs).zip(&slots.names).take(r) {
         *m = RecvMeta {
-            len: h.msg_len as usize,
+            len: (h.msg_len as usize).min(slots.slot_size),
             #[allow(clippy::unnecessary_cast)] // socklen_t on some libcs, usize on glibc
             control_len: h.msg_hdr.msg_controllen as usize,
             flags: h.msg_hdr.msg_flags,
