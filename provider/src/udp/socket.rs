@@ -92,6 +92,9 @@ pub struct Features {
     pub rcvbuf: usize,
 }
 
+/// Most datagrams [`Socket::send_batch`] sends without planning (its direct path).
+const DIRECT_MAX: usize = 8;
+
 /// Largest number of segments in one GSO send (`UDP_MAX_SEGMENTS` is 64 on older kernels).
 pub const MAX_GSO_SEGMENTS: usize = 64;
 /// Largest UDP payload of one (GSO) send.
@@ -136,6 +139,8 @@ pub struct Socket {
     addrs: Vec<SockAddr>,
     ctrl: Vec<AlignedBuf>,
     ctrl_len: Vec<usize>,
+    /// The direct path's address index per datagram.
+    plan_addr: [u8; DIRECT_MAX],
     plan: Vec<Msg>,
     ports: Vec<PortSock>,
     waker: Option<Arc<Waker>>,
@@ -265,6 +270,7 @@ impl Socket {
             addrs: Vec::new(),
             ctrl: Vec::new(),
             ctrl_len: Vec::new(),
+            plan_addr: [0; DIRECT_MAX],
             plan: Vec::new(),
             ports: Vec::new(),
             waker: None,
@@ -286,6 +292,7 @@ impl Socket {
             addrs: Vec::new(),
             ctrl: Vec::new(),
             ctrl_len: Vec::new(),
+            plan_addr: [0; DIRECT_MAX],
             plan: Vec::new(),
             ports: Vec::new(),
             waker: None,
@@ -423,7 +430,12 @@ impl Socket {
     /// GSO segments: one `sendmmsg` for all, and a `setsockopt` only when a call's mode differs
     /// from the previous call's.
     pub fn send_batch(&mut self, dgrams: &[OutDatagram<'_>], wait: Wait) -> io::Result<usize> {
-        let mut done = 0;
+        // The common case first: a few datagrams, each one message on the socket's own port.
+        let mut done = match self.send_direct(dgrams) {
+            Some(Ok(n)) => n,
+            Some(Err(e)) => return Err(e),
+            None => 0,
+        };
         // When waiting began (read only if the socket is full: no clock read per send).
         let mut start = None;
         while done < dgrams.len() {
@@ -463,6 +475,76 @@ impl Socket {
             }
         }
         Ok(done)
+    }
+
+    /// [`Socket::send_batch`] without its planning, for at most [`DIRECT_MAX`] datagrams that
+    /// each make one `sendmmsg` message from the bound socket: plain datagrams, or GSO ones the
+    /// kernel takes whole (at most [`MAX_GSO_SEGMENTS`] segments and [`MAX_UDP_PAYLOAD`]
+    /// bytes, as [`super::coalesce::TxBatch`] builds them). One non-blocking `sendmmsg`;
+    /// returns how many datagrams it took (the caller's general path sends the rest and does
+    /// the waiting), or `None` when the batch does not qualify.
+    fn send_direct(&mut self, dgrams: &[OutDatagram<'_>]) -> Option<io::Result<usize>> {
+        if dgrams.is_empty()
+            || dgrams.len() > DIRECT_MAX
+            || self.cfg.source_ports != SourcePorts::Fixed
+        {
+            return None;
+        }
+        let mut gso = false;
+        for d in dgrams {
+            if d.segments() > 1 {
+                let g = d.gso_size.unwrap_or(0) as usize;
+                if !self.features.gso
+                    || d.payload.len() > MAX_UDP_PAYLOAD
+                    || d.payload.len().div_ceil(g) > MAX_GSO_SEGMENTS
+                {
+                    return None;
+                }
+                gso = true;
+            }
+        }
+        if let Err(e) = self.set_run_checksum(0, gso) {
+            return Some(Err(e));
+        }
+        while self.ctrl.len() < dgrams.len() {
+            self.ctrl.push(AlignedBuf::new(cmsg::SEND_SPACE, 8));
+            self.ctrl_len.push(0);
+        }
+        self.addrs.clear();
+        let mut last: Option<SocketAddr> = None;
+        for (i, d) in dgrams.iter().enumerate() {
+            let to = SocketAddr::new(d.dst, d.dst_port);
+            if last != Some(to) {
+                self.addrs.push(SockAddr::from(to));
+                last = Some(to);
+            }
+            let info = SendInfo {
+                tos: d.tos.filter(|&t| t != 0),
+                ttl: sendable_ttl(d.ttl).filter(|&t| Some(t) != self.default_ttl),
+                gso_size: (d.segments() > 1).then(|| d.gso_size.unwrap_or(0)),
+            };
+            self.ctrl_len[i] = cmsg::encode_send(self.ctrl[i].as_mut_slice(), self.v6, &info);
+            // Index of this datagram's address: datagrams with one destination share one.
+            self.plan_addr[i] = (self.addrs.len() - 1) as u8;
+        }
+        let fd = self.sock.as_raw_fd();
+        let (addrs, ctrl, ctrl_len, plan_addr) =
+            (&self.addrs, &self.ctrl, &self.ctrl_len, &self.plan_addr);
+        let r = sys::sendmmsg(
+            fd,
+            dgrams.len(),
+            |i| sys::SendMsg {
+                addr: &addrs[plan_addr[i] as usize],
+                data: dgrams[i].payload,
+                control: &ctrl[i].as_slice()[..ctrl_len[i]],
+            },
+            &mut self.send_scratch,
+        );
+        Some(match r {
+            Ok(n) => Ok(n),
+            // Full, interrupted or refused: the general path retries, waits or reports.
+            Err(_) => Ok(0),
+        })
     }
 
     fn kernel_socket(&self, sock: usize) -> &socket2::Socket {
