@@ -205,7 +205,7 @@ fn cap_from_emu(c: &emu::QpCap) -> ibv_qp_cap {
 }
 
 /// Copies an `ibv_sge` list into `buf` as engine SGEs.
-fn sges<'b>(sg: &[ibv_sge], buf: &'b mut [emu::Sge; 32]) -> Result<&'b [emu::Sge], Errno> {
+fn sges<'b>(sg: &[ibv_sge], buf: &'b mut [emu::Sge]) -> Result<&'b [emu::Sge], Errno> {
     if sg.len() > buf.len() {
         return Err(Errno::EINVAL);
     }
@@ -217,6 +217,24 @@ fn sges<'b>(sg: &[ibv_sge], buf: &'b mut [emu::Sge; 32]) -> Result<&'b [emu::Sge
         };
     }
     Ok(&buf[..sg.len()])
+}
+
+/// Most SGEs a work request may carry here.
+const MAX_SGE: usize = 32;
+
+/// Runs `f` on `sg` converted to engine SGEs, in a 4-entry stack array when that is enough (most
+/// WRs have one SGE: zeroing 32, 512 bytes, was a visible part of every post).
+fn with_sges<R>(
+    sg: &[ibv_sge],
+    f: impl FnOnce(&[emu::Sge]) -> Result<R, Errno>,
+) -> Result<R, Errno> {
+    if sg.len() <= 4 {
+        let mut buf = [emu::Sge::default(); 4];
+        f(sges(sg, &mut buf)?)
+    } else {
+        let mut buf = [emu::Sge::default(); MAX_SGE];
+        f(sges(sg, &mut buf)?)
+    }
 }
 
 /// A send WR as the engine takes it, over SGEs already converted with [`sges`].
@@ -512,11 +530,12 @@ impl DeviceContext for EngineContext {
     }
 
     fn post_send(&self, qp: QpId, wr: &SendWr<'_>) -> VerbResult<()> {
-        let mut buf = [emu::Sge::default(); 32];
-        let w = emu_send_wr(wr, sges(wr.sg_list, &mut buf)?)?;
-        self.dev()?
-            .post_send(qp.0 as u32, &w, wr.inline_data)
-            .map_err(err)
+        with_sges(wr.sg_list, |sg| {
+            let w = emu_send_wr(wr, sg)?;
+            self.dev()?
+                .post_send(qp.0 as u32, &w, wr.inline_data)
+                .map_err(err)
+        })
     }
 
     /// All or nothing as far as the WRs and the QP's type and capacities go: every WR is
@@ -530,8 +549,10 @@ impl DeviceContext for EngineContext {
         }
         let mut flat = Vec::with_capacity(wrs.iter().map(|w| w.sg_list.len()).sum());
         for wr in wrs {
-            let mut buf = [emu::Sge::default(); 32];
-            flat.extend_from_slice(sges(wr.sg_list, &mut buf)?);
+            with_sges(wr.sg_list, |sg| {
+                flat.extend_from_slice(sg);
+                Ok(())
+            })?;
         }
         let mut list = Vec::with_capacity(wrs.len());
         let mut at = 0;
@@ -547,17 +568,17 @@ impl DeviceContext for EngineContext {
     }
 
     fn post_recv(&self, qp: QpId, wr: &RecvWr<'_>) -> VerbResult<()> {
-        let mut buf = [emu::Sge::default(); 32];
-        let sg_list = sges(wr.sg_list, &mut buf)?;
-        self.dev()?
-            .post_recv(
-                qp.0 as u32,
-                &emu::RecvWr {
-                    wr_id: wr.wr_id,
-                    sg_list,
-                },
-            )
-            .map_err(err)
+        with_sges(wr.sg_list, |sg_list| {
+            self.dev()?
+                .post_recv(
+                    qp.0 as u32,
+                    &emu::RecvWr {
+                        wr_id: wr.wr_id,
+                        sg_list,
+                    },
+                )
+                .map_err(err)
+        })
     }
 
     fn create_srq(&self, pd: PdId, attr: ibv_srq_attr, cookie: u64) -> VerbResult<SrqInfo> {
@@ -612,17 +633,17 @@ impl DeviceContext for EngineContext {
         Ok(())
     }
     fn post_srq_recv(&self, srq: SrqId, wr: &RecvWr<'_>) -> VerbResult<()> {
-        let mut buf = [emu::Sge::default(); 32];
-        let sg_list = sges(wr.sg_list, &mut buf)?;
-        self.dev()?
-            .post_srq_recv(
-                emu::Srq(srq.0 as u32),
-                &emu::RecvWr {
-                    wr_id: wr.wr_id,
-                    sg_list,
-                },
-            )
-            .map_err(err)
+        with_sges(wr.sg_list, |sg_list| {
+            self.dev()?
+                .post_srq_recv(
+                    emu::Srq(srq.0 as u32),
+                    &emu::RecvWr {
+                        wr_id: wr.wr_id,
+                        sg_list,
+                    },
+                )
+                .map_err(err)
+        })
     }
 
     fn create_ah(&self, pd: PdId, attr: &ibv_ah_attr) -> VerbResult<AhId> {
