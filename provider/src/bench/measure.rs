@@ -121,6 +121,10 @@ const ALL: AccessFlags = AccessFlags(
         | AccessFlags::REMOTE_ATOMIC.0,
 );
 const SQ_DEPTH: u32 = 256;
+/// READs in flight on a READ point: the device's `max_qp_rd_atom` (128, as rxe's), which is what
+/// `ib_read_bw` uses when `-o` is not given. (The QP default, 16, limited small READs to 16 per
+/// round trip.)
+const READ_OUTSTANDING: u8 = 128;
 const RQ_DEPTH: u32 = 512;
 /// Bytes in flight per QP in the bandwidth loop.
 const WINDOW_BYTES: usize = 2 << 20;
@@ -211,15 +215,32 @@ impl Side {
         max_send_wr: u32,
         max_recv_wr: u32,
     ) -> Result<crate::verbs::PreparedQueuePair, String> {
-        self.pd
+        self.qp_for(None, cq, max_send_wr, max_recv_wr)
+    }
+
+    /// [`Side::qp`] for a point of `op`: a READ point allows [`READ_OUTSTANDING`] READs in
+    /// flight (both sides), as `ib_read_bw` does by default.
+    fn qp_for(
+        &self,
+        op: Option<Op>,
+        cq: &CompletionQueue,
+        max_send_wr: u32,
+        max_recv_wr: u32,
+    ) -> Result<crate::verbs::PreparedQueuePair, String> {
+        let b = self
+            .pd
             .create_qp(cq, cq, QpType::Rc)
             .set_max_send_wr(max_send_wr)
             .set_max_recv_wr(max_recv_wr)
             .set_max_inline_data(256)
             .set_path_mtu(self.mtu)
             .set_min_rnr_timer(1)
-            .set_timeout(self.timeout)
-            .build()
-            .map_err(e2s)
+            .set_timeout(self.timeout);
+        let b = if op == Some(Op::Read) {
+            b.set_rd_atomic(READ_OUTSTANDING, READ_OUTSTANDING)
+        } else {
+            b
+        };
+        b.build().map_err(e2s)
     }
 }

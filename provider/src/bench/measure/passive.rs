@@ -51,7 +51,7 @@ impl Passive for LocalPassive {
             ));
         }
         let cq = self.side.ctx.create_cq(4096).build().map_err(e2s)?;
-        let qp = self.side.qp(&cq, SQ_DEPTH, RQ_DEPTH)?;
+        let qp = self.side.qp_for(Some(s.op), &cq, SQ_DEPTH, RQ_DEPTH)?;
         let size = if s.op == Op::Lat { 64 } else { s.size };
         let posted = match s.op {
             Op::Send => RQ_DEPTH as u64,

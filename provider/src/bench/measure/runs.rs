@@ -88,7 +88,7 @@ pub(super) fn run_bw(
     dur: Duration,
 ) -> Result<BwResult, String> {
     let cq = a.ctx.create_cq(4096).build().map_err(e2s)?;
-    let qp = a.qp(&cq, SQ_DEPTH, RQ_DEPTH)?;
+    let qp = a.qp_for(Some(op), &cq, SQ_DEPTH, RQ_DEPTH)?;
     let ready = passive.setup(&Setup {
         op,
         size,
