@@ -262,7 +262,7 @@ impl QueuePair {
             }
         }
         if let Opcode::CompareSwap { remote: r, .. } | Opcode::FetchAdd { remote: r, .. } = wr.op {
-            let local_ok = n == 1 && sges[0].length == 8 && sges[0].addr % 8 == 0;
+            let local_ok = n == 1 && sges[0].length == 8 && sges[0].addr & 7 == 0;
             if !local_ok || r.addr % 8 != 0 || r.len < 8 {
                 return Err(Error::MisalignedAtomic);
             }
