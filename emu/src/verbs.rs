@@ -53,6 +53,17 @@ flags! {
     }
 }
 
+impl AccessFlags {
+    /// Local write and every remote access (write, read, atomic): a region any peer
+    /// operation may target.
+    pub const ALL_REMOTE: AccessFlags = AccessFlags(
+        AccessFlags::LOCAL_WRITE.0
+            | AccessFlags::REMOTE_WRITE.0
+            | AccessFlags::REMOTE_READ.0
+            | AccessFlags::REMOTE_ATOMIC.0,
+    );
+}
+
 flags! {
     /// `enum ibv_send_flags`.
     SendFlags: u32 {

@@ -114,12 +114,7 @@ pub fn packets_per_msg(size: usize, mtu: Mtu) -> u64 {
     size.max(1).div_ceil(mtu.bytes() as usize) as u64
 }
 
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+const ALL: AccessFlags = AccessFlags::ALL_REMOTE;
 const SQ_DEPTH: u32 = 256;
 /// READs in flight on a READ point: the device's `max_qp_rd_atom` (128, as rxe's), which is what
 /// `ib_read_bw` uses when `-o` is not given. (The QP default, 16, limited small READs to 16 per

@@ -14,12 +14,7 @@ use crate::verbs::{
 use std::time::{Duration, Instant};
 
 const T: Duration = Duration::from_secs(20);
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+const ALL: AccessFlags = AccessFlags::ALL_REMOTE;
 
 /// Polls `cq` until `n` completions arrived; returns how many were receives.
 fn reap(cq: &CompletionQueue, n: usize) -> usize {

@@ -5,12 +5,7 @@ use super::*;
 use std::time::Duration;
 
 const T: Duration = Duration::from_secs(10);
-const ALL: AccessFlags = AccessFlags(
-    AccessFlags::LOCAL_WRITE.0
-        | AccessFlags::REMOTE_WRITE.0
-        | AccessFlags::REMOTE_READ.0
-        | AccessFlags::REMOTE_ATOMIC.0,
-);
+const ALL: AccessFlags = AccessFlags::ALL_REMOTE;
 
 struct Side {
     ctx: Context,
