@@ -4,7 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::cmsg::{self, RecvInfo};
 use super::headers::{
-    check_icrc, gso_segment_ip_id, HeaderFacts, IcrcCounters, IcrcPolicy, IcrcVerdict, WireHeaders,
+    gso_segment_ip_id, icrc_verdict, recover_ipv4_id, HeaderFacts, IcrcCounters, IcrcPolicy,
+    IcrcVerdict, WireHeaders,
 };
 use super::sys::{RecvMeta, RecvSlots};
 use roce_wire::ROCE_V2_UDP_PORT;
@@ -119,50 +120,37 @@ impl InDatagram<'_> {
     /// Checks this datagram's ICRC over [`InDatagram::wire_headers`] under `policy`, counting
     /// the outcome (exact for IPv6 and when `ip_id` is known).
     pub fn check_icrc(&self, policy: IcrcPolicy, counters: &IcrcCounters) -> IcrcVerdict {
-        // The common case first: the ICRC computed from the facts (no header rebuild) matches.
-        // Anything else (a mismatch, mixed families, a runt, `Trust`) takes the full path below,
-        // which decides by the policy.
-        let known = self.ip_id.is_some() || !self.src.is_ipv4();
-        let n = self.payload.len();
-        if (known || policy != IcrcPolicy::Trust) && n >= 16 {
+        let v4 = self.src.is_ipv4() && self.dst.is_ipv4();
+        let exact = !v4 || self.ip_id.is_some();
+        // The ICRC computed from the facts (no header rebuild); the rebuilt headers only for
+        // what that cannot take (mixed address families, a runt) and for solving for the ID.
+        let matches = || {
+            let n = self.payload.len();
             let id = self
                 .ip_id
                 .unwrap_or_else(|| gso_segment_ip_id(self.gro_index as usize));
-            let (body, tail) = self.payload.split_at(n - roce_wire::ICRC_LEN);
-            let crc = roce_wire::icrc::compute_udp(
-                self.src.ip(),
-                self.dst,
-                self.src.port(),
-                self.dst_port,
-                id,
-                body,
-            );
-            if let Some(c) = crc {
-                let v = if cfg!(fuzzing) || c.to_le_bytes() == tail {
-                    IcrcVerdict::Verified
-                } else if known || policy == IcrcPolicy::Strict {
-                    IcrcVerdict::Bad
-                } else if policy == IcrcPolicy::AssumeZeroElseAccept {
-                    IcrcVerdict::NotVerifiable
-                } else {
-                    // RecoverId: solve for the identification (the full path).
-                    return check_icrc(
-                        &self.wire_headers(),
-                        self.ip_id.is_some(),
-                        self.payload,
-                        policy,
-                        counters,
-                    );
-                };
-                counters.count(v);
-                return v;
+            let fast = (n >= 16).then(|| {
+                let (body, tail) = self.payload.split_at(n - roce_wire::ICRC_LEN);
+                roce_wire::icrc::compute_udp(
+                    self.src.ip(),
+                    self.dst,
+                    self.src.port(),
+                    self.dst_port,
+                    id,
+                    body,
+                )
+                .map(|c| cfg!(fuzzing) || c.to_le_bytes() == tail)
+            });
+            match fast.flatten() {
+                Some(m) => m,
+                None => self.wire_headers().verify_icrc(self.payload).is_ok(),
             }
-        }
-        check_icrc(
-            &self.wire_headers(),
-            self.ip_id.is_some(),
-            self.payload,
+        };
+        icrc_verdict(
+            exact,
             policy,
+            matches,
+            || recover_ipv4_id(&self.wire_headers(), self.payload),
             counters,
         )
     }

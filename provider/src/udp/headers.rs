@@ -256,34 +256,44 @@ pub fn check_icrc(
     counters: &IcrcCounters,
 ) -> IcrcVerdict {
     let exact = !h.is_ipv4() || ip_id_known;
+    icrc_verdict(
+        exact,
+        policy,
+        || h.verify_icrc(payload).is_ok(),
+        || recover_ipv4_id(h, payload),
+        counters,
+    )
+}
+
+/// The policy of [`check_icrc`], apart from how the ICRC is computed: `matches` says whether
+/// the stored ICRC is the one expected (asked at most once, and not at all under `Trust` when
+/// the ID is unknown), `recover` solves for the IPv4 identification (`RecoverId` only).
+/// `exact`: nothing covered is unknown (IPv6, or the real IPv4 ID). Counts the outcome.
+pub(crate) fn icrc_verdict(
+    exact: bool,
+    policy: IcrcPolicy,
+    matches: impl FnOnce() -> bool,
+    recover: impl FnOnce() -> Option<u16>,
+    counters: &IcrcCounters,
+) -> IcrcVerdict {
     let v = if exact {
-        if h.verify_icrc(payload).is_ok() {
+        if matches() {
             IcrcVerdict::Verified
         } else {
             IcrcVerdict::Bad
         }
+    } else if policy == IcrcPolicy::Trust {
+        IcrcVerdict::NotVerifiable
+    } else if matches() {
+        IcrcVerdict::Verified
     } else {
         match policy {
-            IcrcPolicy::Trust => IcrcVerdict::NotVerifiable,
-            IcrcPolicy::RecoverId => {
-                if h.verify_icrc(payload).is_ok() {
-                    IcrcVerdict::Verified
-                } else {
-                    match recover_ipv4_id(h, payload) {
-                        Some(id) => IcrcVerdict::RecoveredId(id),
-                        None => IcrcVerdict::Bad,
-                    }
-                }
-            }
-            IcrcPolicy::Strict | IcrcPolicy::AssumeZeroElseAccept => {
-                if h.verify_icrc(payload).is_ok() {
-                    IcrcVerdict::Verified
-                } else if policy == IcrcPolicy::Strict {
-                    IcrcVerdict::Bad
-                } else {
-                    IcrcVerdict::NotVerifiable
-                }
-            }
+            IcrcPolicy::RecoverId => match recover() {
+                Some(id) => IcrcVerdict::RecoveredId(id),
+                None => IcrcVerdict::Bad,
+            },
+            IcrcPolicy::Strict => IcrcVerdict::Bad,
+            _ => IcrcVerdict::NotVerifiable,
         }
     };
     counters.count(v);

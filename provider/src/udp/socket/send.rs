@@ -103,11 +103,7 @@ impl Socket {
                 self.addrs.push(SockAddr::from(to));
                 last = Some(to);
             }
-            let info = SendInfo {
-                tos: d.tos.filter(|&t| t != 0),
-                ttl: sendable_ttl(d.ttl).filter(|&t| Some(t) != self.default_ttl),
-                gso_size: (d.segments() > 1).then(|| d.gso_size.unwrap_or(0)),
-            };
+            let info = self.send_info(d, (d.segments() > 1).then(|| d.gso_size.unwrap_or(0)));
             self.ctrl_len[i] = cmsg::encode_send(self.ctrl[i].as_mut_slice(), self.v6, &info);
             // Index of this datagram's address: datagrams with one destination share one.
             self.plan_addr[i] = (self.addrs.len() - 1) as u8;
@@ -130,6 +126,16 @@ impl Socket {
             // Full, interrupted or refused: the general path retries, waits or reports.
             Err(_) => Ok(0),
         })
+    }
+
+    /// The control messages a message of `d` needs. TOS 0 and the default TTL are what the
+    /// socket sends anyway: no cmsg for them (the wire is the same, the kernel parses less).
+    fn send_info(&self, d: &OutDatagram<'_>, gso_size: Option<u16>) -> SendInfo {
+        SendInfo {
+            tos: d.tos.filter(|&t| t != 0),
+            ttl: sendable_ttl(d.ttl).filter(|&t| Some(t) != self.default_ttl),
+            gso_size,
+        }
     }
 
     fn kernel_socket(&self, sock: usize) -> &socket2::Socket {
@@ -183,13 +189,7 @@ impl Socket {
                     s.ctrl.push(AlignedBuf::new(cmsg::SEND_SPACE, 8));
                     s.ctrl_len.push(0);
                 }
-                // TOS 0 and the default TTL are what the socket sends anyway: no cmsg for them
-                // (the wire is the same, the kernel parses less).
-                let info = SendInfo {
-                    tos: d.tos.filter(|&t| t != 0),
-                    ttl: sendable_ttl(d.ttl).filter(|&t| Some(t) != s.default_ttl),
-                    gso_size,
-                };
+                let info = s.send_info(d, gso_size);
                 s.ctrl_len[nctrl] = cmsg::encode_send(s.ctrl[nctrl].as_mut_slice(), s.v6, &info);
                 s.plan.push(Msg {
                     dgram: di as u32,
