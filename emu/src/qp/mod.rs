@@ -374,7 +374,7 @@ impl Qp {
         }
         if mask.contains(M::AV) {
             a.ah_attr = attr.ah_attr;
-            self.tx = path.map(|p| requester::transmit_on(&p, self.src_port, ctx.tx_ipv4_id));
+            self.tx = path.map(|p| requester::transmit_on(&p, self.src_port));
         }
         if mask.contains(M::PATH_MTU) {
             a.path_mtu = attr.path_mtu;

@@ -19,10 +19,11 @@ pub(crate) fn emit_headers(repr: &Repr, buf: &mut [u8]) -> Option<usize> {
     repr.emit_into(buf)
 }
 
-/// The transmit record of a datagram on `path` from UDP port `sport` (length still 0).
-pub(crate) fn transmit_on(path: &Path, sport: u16, ipv4_id: u16) -> Transmit {
+/// The transmit record of a datagram on `path` from UDP port `sport` (length and IPv4 ID are
+/// [`seal`]'s to fill in).
+pub(crate) fn transmit_on(path: &Path, sport: u16) -> Transmit {
     Transmit {
-        ipv4_id,
+        ipv4_id: 0,
         src_ip: path.src_ip,
         dst_ip: path.dst_ip,
         src_port: sport,
@@ -51,7 +52,7 @@ pub(crate) fn finish(
     buf: &mut [u8],
     len: usize,
 ) -> Option<Transmit> {
-    seal(transmit_on(path, sport, ipv4_id), ipv4_id, buf, len)
+    seal(transmit_on(path, sport), ipv4_id, buf, len)
 }
 
 fn transport_of(t: QpType) -> Transport {
