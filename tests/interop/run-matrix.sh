@@ -357,6 +357,10 @@ run_tool() {
     pass*) PASSED=$((PASSED + 1)) ;;
     n/a) NA=$((NA + 1)) ;;
     *) FAILED=$((FAILED + 1)); FAILURES+=("$label, $dird, MTU $CUR_MTU, loss $lossd: $fig (files $f.*)")
+       # The files stay on the CI machine: the summary carries each side's last words.
+       for x in server client; do
+         FAILURES+=("    $x's last lines: $(tail -n 3 "$f.$x" 2>/dev/null | tr -s '\n\t' '  ' | cut -c1-300)")
+       done
        say "FAIL $label $dir MTU $CUR_MTU loss $CUR_LOSS: $fig"
        for x in client server; do echo "--- $x:"; tail -n 6 "$f.$x" 2>/dev/null; done | tee -a "$LOG" >&2 ;;
   esac
