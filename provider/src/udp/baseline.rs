@@ -13,7 +13,7 @@
 use std::io;
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
@@ -141,13 +141,13 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
     let used_gso = gso && tx.features().gso;
     let used_gro = gro && rx.features().gro;
     let stop = Arc::new(AtomicBool::new(false));
-    let bytes = Arc::new(AtomicU64::new(0));
-    let dgrams = Arc::new(AtomicU64::new(0));
+    // (bytes, datagrams) received, updated together: two separate counters read while the
+    // receiver was between its two updates had a window's bytes and datagrams disagree.
+    let received = Arc::new(Mutex::new((0u64, 0u64)));
     let drops = Arc::new(AtomicU64::new(0));
 
     let receiver = {
-        let (stop, bytes, dgrams, drops) =
-            (stop.clone(), bytes.clone(), dgrams.clone(), drops.clone());
+        let (stop, received, drops) = (stop.clone(), received.clone(), drops.clone());
         std::thread::spawn(move || -> io::Result<()> {
             pin(1);
             let slots = if gro { 16 } else { 64 };
@@ -156,8 +156,10 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
             while !stop.load(Ordering::Relaxed) {
                 let n = rx.recv_batch(&mut b, Wait::NonBlocking)?;
                 if n > 0 {
-                    bytes.fetch_add(b.bytes() as u64, Ordering::Relaxed);
-                    dgrams.fetch_add(n as u64, Ordering::Relaxed);
+                    let mut r = received.lock().unwrap_or_else(|e| e.into_inner());
+                    r.0 += b.bytes() as u64;
+                    r.1 += n as u64;
+                    drop(r);
                     if let Some(d) = b.drops() {
                         drops.fetch_max(d as u64, Ordering::Relaxed);
                     }
@@ -216,17 +218,10 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
         })
     };
     std::thread::sleep(WARMUP);
-    let (b0, d0, t0) = (
-        bytes.load(Ordering::Relaxed),
-        dgrams.load(Ordering::Relaxed),
-        Instant::now(),
-    );
+    let snapshot = || *received.lock().unwrap_or_else(|e| e.into_inner());
+    let ((b0, d0), t0) = (snapshot(), Instant::now());
     std::thread::sleep(duration);
-    let (b1, d1, t1) = (
-        bytes.load(Ordering::Relaxed),
-        dgrams.load(Ordering::Relaxed),
-        Instant::now(),
-    );
+    let ((b1, d1), t1) = (snapshot(), Instant::now());
     stop.store(true, Ordering::Relaxed);
     let rs = sender
         .join()
