@@ -319,6 +319,9 @@ run_tool() {
     say "$label $dir: perftest could not calibrate its clock (r^2 < 0.9); retry once"
     for x in server client; do [ -f "$f.$x" ] && mv "$f.$x" "$f.try1.$x"; done
     "$L" capture stop "$f.try1.pcap" >/dev/null 2>&1
+    # A side killed on the first try (a UD server still waiting when its client gave up) may
+    # have left the guest tainted: restart it first, as the next row would.
+    [ "${NEED_RESTART:-0}" = 0 ] || restart_guest "left over from the first try"
     "$L" capture start >/dev/null 2>"$f.capture"
     run_once "$f" "$dir" "$to" "$cmd"
   fi
