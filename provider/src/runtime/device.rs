@@ -70,6 +70,8 @@ impl Device {
             short_looks_until: AtomicU64::new(0),
             thread_until: AtomicU64::new(u64::MAX),
             thread_deadline: AtomicU64::new(u64::MAX),
+            // What the thread will inherit from this one (`taskset -c N program`).
+            thread_shares_cpu: crate::udp::cpus_allowed() == Some(1),
             ctr: RuntimeCounters::default(),
             icrc: IcrcCounters::default(),
             stat_path,

@@ -79,6 +79,8 @@ mod look_tests;
 #[cfg(test)]
 mod loss_tests;
 mod progress;
+#[cfg(test)]
+mod shared_cpu_tests;
 pub mod stat;
 mod transmit;
 
@@ -173,6 +175,10 @@ pub struct RuntimeCounters {
     /// at once), or a deferred doorbell left unrung (the thread rang it at its look). Either
     /// brings the thread's short looks and doorbell wake-ups back for 100 ms (renewed at each catch).
     pub thread_takeovers: AtomicU64,
+    /// Times the background thread, pinned to the one CPU the program runs on, let the program
+    /// run first (`sched_yield`) before doing work the program might do itself (see
+    /// `progress_thread`).
+    pub thread_yields: AtomicU64,
     /// Polls that returned completions before transmitting what the engine queued.
     pub tx_deferred: AtomicU64,
     /// Posts whose transmit waited for a later doorbell (see the `doorbell` module).
@@ -216,6 +222,7 @@ impl RuntimeCounters {
             ("progress_thread", &self.progress_thread),
             ("thread_sleeps", &self.thread_sleeps),
             ("thread_takeovers", &self.thread_takeovers),
+            ("thread_yields", &self.thread_yields),
             ("tx_deferred", &self.tx_deferred),
             ("tx_acks_coalesced", &self.tx_acks_coalesced),
             ("tx_doorbell_deferred", &self.tx_doorbell_deferred),
@@ -300,6 +307,10 @@ struct Shared {
     thread_until: AtomicU64,
     /// Virtual time until which the background thread sleeps (u64::MAX: not sleeping on a timer).
     thread_deadline: AtomicU64,
+    /// The background thread may only run on the one CPU the thread that opened the device was
+    /// pinned to (it inherits that affinity), so it shares it with the program: see
+    /// `progress_thread`.
+    thread_shares_cpu: bool,
     ctr: RuntimeCounters,
     icrc: IcrcCounters,
     stat_path: Option<std::path::PathBuf>,

@@ -313,12 +313,52 @@ fn app_active_until(s: &Shared, now: Instant) -> Option<u64> {
     (poll != 0 && now.as_nanos() < until).then_some(until)
 }
 
+/// On a CPU the thread shares with the program: lets the program run first, if it is runnable
+/// (`sched_yield` returns at once when nothing else waits for this CPU). See [`progress_thread`].
+fn yield_to_program(s: &Shared) {
+    s.ctr.thread_yields.fetch_add(1, Relaxed);
+    crate::udp::yield_cpu();
+}
+
 /// The background progress thread (see the module docs).
+///
+/// **A CPU shared with the program.** The thread inherits the affinity of the thread that
+/// opened the device, so a program pinned to one CPU (`taskset -c N ib_write_bw`, as perftest
+/// users often run it) has this thread on the same CPU. There nothing the thread does runs
+/// beside the program: it runs *instead* of it. Left alone that fed itself: the thread, woken by
+/// an ACK, preempted the polling program, handled the ACKs and transmitted the next window; the
+/// program, preempted, did not poll, so it looked inactive (no poll for 200 µs, the thread saw
+/// program-idle ages of 0.5-10 ms) and the thread went on driving the transfer while the
+/// program could not post (pinned `ib_write_bw -s 65536`: 7-23 Gb/s, against 24-29 with the
+/// client's thread disabled). So on a one-CPU affinity mask the thread does not spin, and
+/// before any work the program may do itself (ring a deferred doorbell, take a datagram over,
+/// progress for a program that looks inactive) it yields the CPU once and looks again: a
+/// runnable program runs first (and, if it polls, shows it is active); a blocked one costs a
+/// system call. The thread's work is then done only when still needed, and the data a program
+/// that spins on memory waits for (ib_write_lat) is still received by the thread.
 pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
     // How long the next look at a program that keeps polling waits (app-active branch).
     let mut look_ns = APP_ACTIVE_NS;
+    let shares_cpu = s.thread_shares_cpu;
+    let spin = if shares_cpu {
+        Duration::ZERO
+    } else {
+        s.cfg.spin
+    };
+    // On a shared CPU: whether the thread has just let the program run (see above).
+    let mut yielded = false;
+    // Yield once before work the program may do itself; `continue` looks again.
+    macro_rules! program_first {
+        ($cond:expr) => {
+            if shares_cpu && !yielded && $cond {
+                yield_to_program(&s);
+                yielded = true;
+                continue;
+            }
+        };
+    }
     while !s.stop.load(Relaxed) {
         let now = s.now();
         if now >= next_stat {
@@ -327,6 +367,9 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         }
         let db = s.doorbell_at.load(Relaxed);
         if db <= now.as_nanos() {
+            // The program rings it itself at its next poll or post, if it gets the CPU.
+            program_first!(true);
+            yielded = false;
             // Posts have waited for their doorbell long enough: ring it.
             if now.as_nanos() - db > DOORBELL_LATE_NS {
                 // Found at a look, not woken for it: the program posted, then neither polled
@@ -342,23 +385,30 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.doorbell_at.store(u64::MAX, Relaxed);
             continue;
         }
+        // A program whose last poll found its CQ empty polls again (and receives) once it
+        // runs; one whose last poll returned completions may be waiting on memory for data
+        // only this thread can receive (ib_write_lat): no yield for it.
+        let polling = !s.app_last_got.load(Relaxed);
         let active = app_active_until(&s, now);
         if active.is_some()
             && now.as_nanos() > s.app_last.load(Relaxed) + APP_STALE_NS
             && (s.tx_deferred_pending.load(Relaxed)
                 || sock.wait_readable(Wait::NonBlocking).unwrap_or(false))
         {
+            program_first!(polling);
             // Polled recently, but not for APP_STALE_NS, a datagram (or an ACK left for the
             // program's next verb) waits, and the program is not inside a verb (the lock is
             // free): it stopped receiving (it polled, then spins on memory for data only the
             // thread can receive, as ib_write_lat does), or it is descheduled. Receive now.
             if let Some(mut e) = s.try_lock() {
+                yielded = false;
                 s.caught(&mut look_ns, now);
                 s.progress(&mut e, Origin::Thread);
                 continue;
             }
         }
         if let Some(active_until) = active {
+            yielded = false;
             // The program progresses by itself (its polls receive, run the timers and
             // transmit): stay off the socket *and the lock* — taking it here would make the
             // polling thread wait on a futex in the middle of a round trip. Look again when it
@@ -404,12 +454,23 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.thread_until.store(u64::MAX, SeqCst);
             continue;
         }
+        // The program is not progressing by itself: the thread receives, runs the timers and
+        // transmits what the program queued (deferred posts). On a shared CPU, a program that
+        // polls gets the CPU first: the thread may have been woken by its own post
+        // (`arm_doorbell`) or by a datagram its next poll receives.
+        program_first!(polling);
+        yielded = false;
         look_ns = APP_ACTIVE_NS;
-        // Timers (and anything the program queued without transmitting).
+        // Timers (and anything the program queued without transmitting); on a shared CPU also
+        // what arrived (the datagram that woke the thread: see below).
         let next_timer = {
             let mut e = s.lock();
-            s.timers_and_transmit(&mut e, now);
-            s.dispatch_events(&mut e);
+            if shares_cpu {
+                s.progress(&mut e, Origin::Thread);
+            } else {
+                s.timers_and_transmit(&mut e, now);
+                s.dispatch_events(&mut e);
+            }
             e.nic.poll_timeout()
         };
         let now = s.now();
@@ -420,16 +481,19 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             .store(now.as_nanos().saturating_add(wait_ns), Relaxed);
         s.thread_until
             .store(now.as_nanos().saturating_add(wait_ns), SeqCst);
-        let wait = Wait::SpinThenBlock(
-            s.cfg.spin,
-            Some(Duration::from_nanos(wait_ns.min(1_000_000_000))),
-        );
+        let wait =
+            Wait::SpinThenBlock(spin, Some(Duration::from_nanos(wait_ns.min(1_000_000_000))));
         // Wait without receiving, then receive under the lock: a batch received outside it
         // could be handled after a later one the program received inline, and a reordered UC
         // message is a lost message (seen against kernel rxe, whose packets arrive spread out).
         match sock.wait_readable(wait) {
             Ok(false) => {
                 s.ctr.thread_sleeps.fetch_add(1, Relaxed);
+            }
+            Ok(true) if shares_cpu => {
+                // A datagram: the next pass receives it, after letting a polling program run
+                // first (it may receive it itself), or leaves it to a program that became
+                // active meanwhile.
             }
             Ok(true) => {
                 let mut e = s.lock();

@@ -27,7 +27,9 @@ pub mod idsolve;
 pub mod raw;
 mod socket;
 mod sys;
-pub(crate) use sys::monotonic_ns;
+#[cfg(test)]
+pub(crate) use sys::pin_to_cpu;
+pub(crate) use sys::{cpus_allowed, monotonic_ns, yield_cpu};
 pub mod waker;
 
 pub use datagram::{split_gro, InDatagram, OutDatagram, RecvBatch, GRO_SLOT};

@@ -482,6 +482,19 @@ pub(crate) fn affinity() -> io::Result<libc::cpu_set_t> {
     }
 }
 
+/// How many CPUs the calling thread may run on (its affinity mask), if the kernel says.
+pub(crate) fn cpus_allowed() -> Option<usize> {
+    let set = affinity().ok()?;
+    // SAFETY: `set` is an initialised cpu_set_t; CPU_COUNT only reads it.
+    Some(unsafe { libc::CPU_COUNT(&set) } as usize)
+}
+
+/// `sched_yield`: lets another runnable thread on this CPU run first.
+pub(crate) fn yield_cpu() {
+    // SAFETY: no arguments, no memory; it cannot fail on Linux.
+    unsafe { libc::sched_yield() };
+}
+
 /// Sets the calling thread's CPU affinity mask (one from [`affinity`]).
 pub(crate) fn set_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
     // SAFETY: `set` is a valid cpu_set_t read with its exact size.
