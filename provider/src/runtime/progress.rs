@@ -313,6 +313,10 @@ fn app_active_until(s: &Shared, now: Instant) -> Option<u64> {
     (poll != 0 && now.as_nanos() < until).then_some(until)
 }
 
+/// On a CPU shared with the program, the thread yields to a program that polled within this
+/// long: one kept from polling by the thread itself was seen idle for up to ~10 ms.
+const PROGRAM_RECENT_NS: u64 = 20_000_000;
+
 /// On a CPU the thread shares with the program: lets the program run first, if it is runnable
 /// (`sched_yield` returns at once when nothing else waits for this CPU). See [`progress_thread`].
 fn yield_to_program(s: &Shared) {
@@ -323,30 +327,25 @@ fn yield_to_program(s: &Shared) {
 /// The background progress thread (see the module docs).
 ///
 /// **A CPU shared with the program.** The thread inherits the affinity of the thread that
-/// opened the device, so a program pinned to one CPU (`taskset -c N ib_write_bw`, as perftest
+/// opened the device, so a program pinned to one CPU (`taskset -c N ib_write_lat`, as perftest
 /// users often run it) has this thread on the same CPU. There nothing the thread does runs
-/// beside the program: it runs *instead* of it. Left alone that fed itself: the thread, woken by
-/// an ACK, preempted the polling program, handled the ACKs and transmitted the next window; the
-/// program, preempted, did not poll, so it looked inactive (no poll for 200 µs, the thread saw
-/// program-idle ages of 0.5-10 ms) and the thread went on driving the transfer while the
-/// program could not post (pinned `ib_write_bw -s 65536`: 7-23 Gb/s, against 24-29 with the
-/// client's thread disabled). So on a one-CPU affinity mask the thread does not spin, and
-/// before any work the program may do itself (ring a deferred doorbell, take a datagram over,
-/// progress for a program that looks inactive) it yields the CPU once and looks again: a
-/// runnable program runs first (and, if it polls, shows it is active); a blocked one costs a
-/// system call. The thread's work is then done only when still needed, and the data a program
-/// that spins on memory waits for (ib_write_lat) is still received by the thread.
+/// beside the program: it runs *instead* of it. Spinning 50 µs on the socket after its work
+/// kept a program that spins on memory (ib_write_lat) from seeing the data the thread had just
+/// received (pinned: typical 23-158 µs, p99 about 2 ms); a thread woken by an ACK preempted a
+/// polling program, which then looked inactive (no poll for 200 µs: the thread saw program-idle
+/// ages of 0.5-10 ms), and the thread went on receiving and transmitting for it. So on a
+/// one-CPU affinity mask the thread does not spin, and before work a program that polled
+/// lately would do itself (ring a deferred doorbell, take a datagram over, progress for a
+/// program that looks inactive) it yields the CPU once (`thread_yields`) and looks again: a
+/// runnable program runs first (and, when it polls, shows it is active); a blocked one costs a
+/// system call. A program whose last poll returned completions may be spinning on memory for
+/// data only the thread can receive: it is not yielded to.
 pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
     // How long the next look at a program that keeps polling waits (app-active branch).
     let mut look_ns = APP_ACTIVE_NS;
     let shares_cpu = s.thread_shares_cpu;
-    let spin = if shares_cpu {
-        Duration::ZERO
-    } else {
-        s.cfg.spin
-    };
     // On a shared CPU: whether the thread has just let the program run (see above).
     let mut yielded = false;
     // Yield once before work the program may do itself; `continue` looks again.
@@ -365,10 +364,21 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.write_stats();
             next_stat = now.add_nanos(stat_every);
         }
+        // Whether a yield would let *the program* run: it polled lately (the CPU may be
+        // shared with other processes too, and a yield gives it to any of them: a program
+        // that never polls, like a perftest server waiting on its TCP socket, gains nothing
+        // from it while a busy peer on the same CPU would take a whole time slice), and its
+        // last poll found its CQ empty, so it polls again (and receives) once it runs. One whose
+        // last poll returned completions may be spinning on memory for data only this thread
+        // can receive (ib_write_lat): no yield for it.
+        let app = s.app_last.load(Relaxed);
+        let polling = app != 0
+            && now.as_nanos().saturating_sub(app) < PROGRAM_RECENT_NS
+            && !s.app_last_got.load(Relaxed);
         let db = s.doorbell_at.load(Relaxed);
         if db <= now.as_nanos() {
             // The program rings it itself at its next poll or post, if it gets the CPU.
-            program_first!(true);
+            program_first!(polling);
             yielded = false;
             // Posts have waited for their doorbell long enough: ring it.
             if now.as_nanos() - db > DOORBELL_LATE_NS {
@@ -385,10 +395,6 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             s.doorbell_at.store(u64::MAX, Relaxed);
             continue;
         }
-        // A program whose last poll found its CQ empty polls again (and receives) once it
-        // runs; one whose last poll returned completions may be waiting on memory for data
-        // only this thread can receive (ib_write_lat): no yield for it.
-        let polling = !s.app_last_got.load(Relaxed);
         let active = app_active_until(&s, now);
         if active.is_some()
             && now.as_nanos() > s.app_last.load(Relaxed) + APP_STALE_NS
@@ -481,6 +487,16 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             .store(now.as_nanos().saturating_add(wait_ns), Relaxed);
         s.thread_until
             .store(now.as_nanos().saturating_add(wait_ns), SeqCst);
+        // No spinning on a shared CPU: the program may need it (ib_write_lat spins on memory
+        // there, waiting for the data this thread just received), and so may another process
+        // pinned to it (a perftest server and client both on CPU 0: 4.2 -> 7.9 Gb/s without the
+        // spin). Under load the thread rarely sleeps anyway (a pinned ib_write_bw server's
+        // thread: 1-3 sleeps in 2 s).
+        let spin = if shares_cpu {
+            Duration::ZERO
+        } else {
+            s.cfg.spin
+        };
         let wait =
             Wait::SpinThenBlock(spin, Some(Duration::from_nanos(wait_ns.min(1_000_000_000))));
         // Wait without receiving, then receive under the lock: a batch received outside it

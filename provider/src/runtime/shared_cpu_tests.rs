@@ -262,7 +262,13 @@ fn a_pinned_program_that_leaves_posts_for_a_doorbell_and_stops_still_sends_them(
             c.thread_yields.load(Relaxed),
             c.progress_thread.load(Relaxed),
         );
+        let mut wcs = [WorkCompletion::default(); 4];
         while let Ok(round) = go_rx.recv() {
+            // A polls a little (it is a program that polls), posts 8 SENDs, then blocks.
+            let start = Instant::now();
+            while start.elapsed() < Duration::from_millis(2) {
+                let _ = ca.poll(&mut wcs).unwrap();
+            }
             for i in 0..8 {
                 qa.post(&SendRequest::send_inline(round * 8 + i, &[round as u8; 8]))
                     .unwrap();
