@@ -23,15 +23,20 @@ fn open(ip: &str) -> Context {
     Device::open(DeviceConfig::new(ip.parse().unwrap())).unwrap()
 }
 
-/// Runs `f` in a new thread pinned to CPU 0 and returns its result.
-fn pinned<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+/// Runs `f` in a new thread pinned to CPU 0 (a device it opens has its progress thread there).
+fn spawn_pinned<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::thread::JoinHandle<T> {
     std::thread::spawn(move || {
         crate::udp::pin_to_cpu(0).expect("sched_setaffinity");
         assert_eq!(crate::udp::cpus_allowed(), Some(1));
         f()
     })
-    .join()
-    .unwrap_or_else(|p| std::panic::resume_unwind(p))
+}
+
+/// The result of a [`spawn_pinned`] thread (its panic, if it panicked).
+fn join<T>(h: std::thread::JoinHandle<T>) -> T {
+    h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
 /// The peer: a device opened by the test's (unpinned) thread, with one RC QP.
@@ -84,13 +89,13 @@ fn connect(
 #[test]
 fn a_device_opened_by_a_pinned_thread_knows_its_progress_thread_shares_that_cpu() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let shares = pinned(|| {
+    let shares = join(spawn_pinned(|| {
         open("127.0.9.17")
             .runtime()
             .unwrap()
             .shared
             .thread_shares_cpu
-    });
+    }));
     assert!(shares, "opened on one CPU: the thread can only run there");
     // Unpinned (the harness's thread), when this machine has more than one CPU.
     if crate::udp::cpus_allowed().is_some_and(|n| n > 1) {
@@ -109,8 +114,7 @@ fn a_pinned_bandwidth_loop_posting_one_wr_at_a_time_completes_with_its_data() {
     let (to_a, from_b) = mpsc::channel();
     let (to_b, from_a) = mpsc::channel();
     let (remote_tx, remote_rx) = mpsc::channel();
-    let run = std::thread::spawn(move || {
-        crate::udp::pin_to_cpu(0).expect("sched_setaffinity");
+    let run = spawn_pinned(move || {
         let a = open("127.0.9.19");
         let pa = a.alloc_pd().unwrap();
         let ca = a.create_cq(1024).build().unwrap();
@@ -155,8 +159,7 @@ fn a_pinned_bandwidth_loop_posting_one_wr_at_a_time_completes_with_its_data() {
         b.pd.allocate(SIZE, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
             .unwrap();
     remote_tx.send(target.remote()).unwrap();
-    let (shares, inline, sent, pattern) =
-        run.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let (shares, inline, sent, pattern) = join(run);
     assert!(shares);
     assert!(
         sent >= WRS * 16,
@@ -178,8 +181,7 @@ fn a_pinned_program_spinning_on_memory_still_gets_each_write() {
     let (remote_tx, remote_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<u8>();
     let (seen_tx, seen_rx) = mpsc::channel::<u8>();
-    let run = std::thread::spawn(move || {
-        crate::udp::pin_to_cpu(0).expect("sched_setaffinity");
+    let run = spawn_pinned(move || {
         let a = open("127.0.9.21");
         let pa = a.alloc_pd().unwrap();
         let ca = a.create_cq(64).build().unwrap();
@@ -234,7 +236,7 @@ fn a_pinned_program_spinning_on_memory_still_gets_each_write() {
         );
     }
     drop(go_tx);
-    let thread_progress = run.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let thread_progress = join(run);
     assert!(
         thread_progress > 0,
         "A's thread received the WRITEs A spun for"
@@ -251,8 +253,7 @@ fn a_pinned_program_that_leaves_posts_for_a_doorbell_and_stops_still_sends_them(
     let (to_a, from_b) = mpsc::channel();
     let (to_b, from_a) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<u64>();
-    let run = std::thread::spawn(move || {
-        crate::udp::pin_to_cpu(0).expect("sched_setaffinity");
+    let run = spawn_pinned(move || {
         let a = open("127.0.9.23");
         let pa = a.alloc_pd().unwrap();
         let ca = a.create_cq(64).build().unwrap();
@@ -304,7 +305,7 @@ fn a_pinned_program_that_leaves_posts_for_a_doorbell_and_stops_still_sends_them(
         }
     }
     drop(go_tx);
-    let (yields, thread_runs) = run.join().unwrap_or_else(|p| std::panic::resume_unwind(p));
+    let (yields, thread_runs) = join(run);
     // The program slept after each round's posts: only its thread can have sent 7 of the 8.
     assert!(
         thread_runs >= 4,
