@@ -334,12 +334,13 @@ fn yield_to_program(s: &Shared) {
 /// received (pinned: typical 23-158 µs, p99 about 2 ms); a thread woken by an ACK preempted a
 /// polling program, which then looked inactive (no poll for 200 µs: the thread saw program-idle
 /// ages of 0.5-10 ms), and the thread went on receiving and transmitting for it. So on a
-/// one-CPU affinity mask the thread does not spin, and before work a program that polled
-/// lately would do itself (ring a deferred doorbell, take a datagram over, progress for a
-/// program that looks inactive) it yields the CPU once (`thread_yields`) and looks again: a
-/// runnable program runs first (and, when it polls, shows it is active); a blocked one costs a
-/// system call. A program whose last poll returned completions may be spinning on memory for
-/// data only the thread can receive: it is not yielded to.
+/// one-CPU affinity mask the thread does not spin while its program polls, and before work a
+/// program that polled lately would do itself (ring a deferred doorbell, take a datagram over,
+/// progress for a program that looks inactive) it yields the CPU once (`thread_yields`) and
+/// looks again: a runnable program runs first (and, when it polls, shows it is active); a
+/// blocked one costs a system call. A program whose last poll returned completions may be
+/// spinning on memory for data only the thread can receive: it is not yielded to. A program
+/// that does not poll at all (a perftest server) keeps the spin: its thread serves alone.
 pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
     let mut next_stat = s.now();
     let stat_every = s.cfg.stat_interval.as_nanos() as u64;
@@ -372,9 +373,8 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         // last poll returned completions may be spinning on memory for data only this thread
         // can receive (ib_write_lat): no yield for it.
         let app = s.app_last.load(Relaxed);
-        let polling = app != 0
-            && now.as_nanos().saturating_sub(app) < PROGRAM_RECENT_NS
-            && !s.app_last_got.load(Relaxed);
+        let recent = app != 0 && now.as_nanos().saturating_sub(app) < PROGRAM_RECENT_NS;
+        let polling = recent && !s.app_last_got.load(Relaxed);
         let db = s.doorbell_at.load(Relaxed);
         if db <= now.as_nanos() {
             // The program rings it itself at its next poll or post, if it gets the CPU.
@@ -487,12 +487,14 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
             .store(now.as_nanos().saturating_add(wait_ns), Relaxed);
         s.thread_until
             .store(now.as_nanos().saturating_add(wait_ns), SeqCst);
-        // No spinning on a shared CPU: the program may need it (ib_write_lat spins on memory
-        // there, waiting for the data this thread just received), and so may another process
-        // pinned to it (a perftest server and client both on CPU 0: 4.2 -> 7.9 Gb/s without the
-        // spin). Under load the thread rarely sleeps anyway (a pinned ib_write_bw server's
-        // thread: 1-3 sleeps in 2 s).
-        let spin = if shares_cpu {
+        // On a shared CPU no spinning while the program polled lately: it may need the CPU
+        // (ib_write_lat spins on memory there, waiting for the data this thread just
+        // received). For a program that does not poll (a perftest server on its TCP socket:
+        // the thread serves its peer alone) the thread spins as before: blocking at once made
+        // every READ request of a pinned ib_read_lat wait for a wake-up (typical 8.4 -> 37 µs),
+        // and spinning while yielding between looks gave the CPU to a client pinned beside the
+        // server for whole time slices (ib_write_bw 4.9 -> 1.2 Gb/s).
+        let spin = if shares_cpu && recent {
             Duration::ZERO
         } else {
             s.cfg.spin
