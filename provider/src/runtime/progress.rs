@@ -331,7 +331,7 @@ fn yield_to_program(s: &Shared) {
 /// users often run it) has this thread on the same CPU. There nothing the thread does runs
 /// beside the program: it runs *instead* of it. Spinning 50 µs on the socket after its work
 /// kept a program that spins on memory (ib_write_lat) from seeing the data the thread had just
-/// received (pinned: typical 23-158 µs, p99 about 2 ms); a thread woken by an ACK preempted a
+/// received (pinned: typical up to 158 µs, p99 up to 2 ms); a thread woken by an ACK preempted a
 /// polling program, which then looked inactive (no poll for 200 µs: the thread saw program-idle
 /// ages of 0.5-10 ms), and the thread went on receiving and transmitting for it. So on a
 /// one-CPU affinity mask the thread does not spin while its program polls, and before work a

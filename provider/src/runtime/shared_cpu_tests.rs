@@ -8,8 +8,8 @@
 //! that the work gets done and which path did it.
 
 use crate::verbs::{
-    AccessFlags, Context, Device, DeviceConfig, PreparedQueuePair, QpType, QueuePairEndpoint,
-    SendRequest, WcOpcode, WorkCompletion,
+    AccessFlags, Context, Device, DeviceConfig, QpType, QueuePairEndpoint, SendRequest, WcOpcode,
+    WorkCompletion,
 };
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc;
@@ -39,51 +39,42 @@ fn join<T>(h: std::thread::JoinHandle<T>) -> T {
     h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
 }
 
-/// The peer: a device opened by the test's (unpinned) thread, with one RC QP.
-struct Peer {
+/// One side of a test: a device, a PD, a CQ and an RC QP connected to the other side's.
+struct Side {
     ctx: Context,
     pd: crate::verbs::ProtectionDomain,
     cq: crate::verbs::CompletionQueue,
     qp: crate::verbs::QueuePair,
 }
 
-fn rc_qp(
-    pd: &crate::verbs::ProtectionDomain,
-    cq: &crate::verbs::CompletionQueue,
-) -> PreparedQueuePair {
-    pd.create_qp(cq, cq, QpType::Rc)
-        .set_max_send_wr(128)
-        .set_max_recv_wr(256)
-        .build()
-        .unwrap()
+/// One side's end of the endpoint exchange: sends its QP's endpoint, receives the other's.
+type Link = (
+    mpsc::Sender<QueuePairEndpoint>,
+    mpsc::Receiver<QueuePairEndpoint>,
+);
+
+/// The two ends of an endpoint exchange (pinned side, peer).
+fn links() -> (Link, Link) {
+    let (to_b, from_a) = mpsc::channel();
+    let (to_a, from_b) = mpsc::channel();
+    ((to_b, from_b), (to_a, from_a))
 }
 
-/// Opens the peer at `ip`, hands its QP's endpoint to the pinned side over `to_a` and connects
-/// it to the endpoint that comes back over `from_a`.
-fn peer(
-    ip: &str,
-    to_a: mpsc::Sender<QueuePairEndpoint>,
-    from_a: mpsc::Receiver<QueuePairEndpoint>,
-) -> Peer {
+/// Opens a device at `ip` in the calling thread (its progress thread inherits that thread's
+/// affinity) and connects an RC QP on it to the other side's over `link`.
+fn side(ip: &str, (to_other, from_other): Link) -> Side {
     let ctx = open(ip);
     let pd = ctx.alloc_pd().unwrap();
     let cq = ctx.create_cq(1024).build().unwrap();
-    let q = rc_qp(&pd, &cq);
-    to_a.send(q.endpoint()).unwrap();
-    let qp = q.handshake(from_a.recv().unwrap()).unwrap();
-    Peer { ctx, pd, cq, qp }
-}
-
-/// The pinned side of [`peer`]: its QP on `pd`/`cq`, connected to the peer's endpoint.
-fn connect(
-    pd: &crate::verbs::ProtectionDomain,
-    cq: &crate::verbs::CompletionQueue,
-    from_b: &mpsc::Receiver<QueuePairEndpoint>,
-    to_b: &mpsc::Sender<QueuePairEndpoint>,
-) -> crate::verbs::QueuePair {
-    let q = rc_qp(pd, cq);
-    to_b.send(q.endpoint()).unwrap();
-    q.handshake(from_b.recv().unwrap()).unwrap()
+    let q = pd
+        .create_qp(&cq, &cq, QpType::Rc)
+        .set_max_send_wr(128)
+        .set_max_recv_wr(256)
+        .build()
+        .unwrap();
+    to_other.send(q.endpoint()).unwrap();
+    let qp = q.handshake(from_other.recv().unwrap()).unwrap();
+    Side { ctx, pd, cq, qp }
 }
 
 #[test]
@@ -111,16 +102,12 @@ fn a_pinned_bandwidth_loop_posting_one_wr_at_a_time_completes_with_its_data() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     const SIZE: usize = 64 << 10;
     const WRS: u64 = 1024;
-    let (to_a, from_b) = mpsc::channel();
-    let (to_b, from_a) = mpsc::channel();
+    let (link_a, link_b) = links();
     let (remote_tx, remote_rx) = mpsc::channel();
     let run = spawn_pinned(move || {
-        let a = open("127.0.9.19");
-        let pa = a.alloc_pd().unwrap();
-        let ca = a.create_cq(1024).build().unwrap();
-        let qa = connect(&pa, &ca, &from_b, &to_b);
+        let a = side("127.0.9.19", link_a);
         let remote = remote_rx.recv().unwrap();
-        let src = pa.allocate(SIZE, AccessFlags::LOCAL_WRITE).unwrap();
+        let src = a.pd.allocate(SIZE, AccessFlags::LOCAL_WRITE).unwrap();
         let pattern: Vec<u8> = (0..SIZE).map(|i| (i * 7 + 3) as u8).collect();
         src.write_at(0, &pattern);
         let local = [src.slice(..)];
@@ -137,15 +124,15 @@ fn a_pinned_bandwidth_loop_posting_one_wr_at_a_time_completes_with_its_data() {
                 if posted % 8 != 7 {
                     wr = wr.unsignaled();
                 }
-                qa.post(&wr).unwrap();
+                a.qp.post(&wr).unwrap();
                 posted += 1;
             }
-            for wc in ca.poll(&mut wcs).unwrap().iter() {
+            for wc in a.cq.poll(&mut wcs).unwrap().iter() {
                 assert!(wc.is_ok(), "{wc:?}");
                 done += 8;
             }
         }
-        let rt = a.runtime().unwrap();
+        let rt = a.ctx.runtime().unwrap();
         let c = rt.runtime_counters();
         (
             rt.shared.thread_shares_cpu,
@@ -154,7 +141,7 @@ fn a_pinned_bandwidth_loop_posting_one_wr_at_a_time_completes_with_its_data() {
             pattern,
         )
     });
-    let b = peer("127.0.9.20", to_a, from_a);
+    let b = side("127.0.9.20", link_b);
     let target =
         b.pd.allocate(SIZE, AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE)
             .unwrap();
@@ -176,25 +163,21 @@ fn a_pinned_bandwidth_loop_posting_one_wr_at_a_time_completes_with_its_data() {
 #[test]
 fn a_pinned_program_spinning_on_memory_still_gets_each_write() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (to_a, from_b) = mpsc::channel();
-    let (to_b, from_a) = mpsc::channel();
+    let (link_a, link_b) = links();
     let (remote_tx, remote_rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel::<u8>();
     let (seen_tx, seen_rx) = mpsc::channel::<u8>();
     let run = spawn_pinned(move || {
-        let a = open("127.0.9.21");
-        let pa = a.alloc_pd().unwrap();
-        let ca = a.create_cq(64).build().unwrap();
-        let _qa = connect(&pa, &ca, &from_b, &to_b);
+        let a = side("127.0.9.21", link_a);
         let all = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE;
-        let target = pa.allocate(64, all).unwrap();
+        let target = a.pd.allocate(64, all).unwrap();
         remote_tx.send(target.remote()).unwrap();
         let mut wcs = [WorkCompletion::default(); 4];
         while let Ok(round) = go_rx.recv() {
             // A polls for a while (its thread's looks thin out) ...
             let start = Instant::now();
             while start.elapsed() < Duration::from_millis(20) {
-                let _ = ca.poll(&mut wcs).unwrap();
+                let _ = a.cq.poll(&mut wcs).unwrap();
             }
             // ... then spins on memory while the peer writes into it.
             let start = Instant::now();
@@ -212,13 +195,14 @@ fn a_pinned_program_spinning_on_memory_still_gets_each_write() {
             }
             seen_tx.send(round).unwrap();
         }
-        a.runtime()
+        a.ctx
+            .runtime()
             .unwrap()
             .runtime_counters()
             .progress_thread
             .load(Relaxed)
     });
-    let b = peer("127.0.9.22", to_a, from_a);
+    let b = side("127.0.9.22", link_b);
     let remote = remote_rx.recv().unwrap();
     let src = b.pd.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
     for round in 1..=10u8 {
@@ -250,15 +234,11 @@ fn a_pinned_program_spinning_on_memory_still_gets_each_write() {
 #[test]
 fn a_pinned_program_that_leaves_posts_for_a_doorbell_and_stops_still_sends_them() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
-    let (to_a, from_b) = mpsc::channel();
-    let (to_b, from_a) = mpsc::channel();
+    let (link_a, link_b) = links();
     let (go_tx, go_rx) = mpsc::channel::<u64>();
     let run = spawn_pinned(move || {
-        let a = open("127.0.9.23");
-        let pa = a.alloc_pd().unwrap();
-        let ca = a.create_cq(64).build().unwrap();
-        let qa = connect(&pa, &ca, &from_b, &to_b);
-        let c = a.runtime().unwrap().runtime_counters();
+        let a = side("127.0.9.23", link_a);
+        let c = a.ctx.runtime().unwrap().runtime_counters();
         let before = (
             c.thread_yields.load(Relaxed),
             c.progress_thread.load(Relaxed),
@@ -268,10 +248,10 @@ fn a_pinned_program_that_leaves_posts_for_a_doorbell_and_stops_still_sends_them(
             // A polls a little (it is a program that polls), posts 8 SENDs, then blocks.
             let start = Instant::now();
             while start.elapsed() < Duration::from_millis(2) {
-                let _ = ca.poll(&mut wcs).unwrap();
+                let _ = a.cq.poll(&mut wcs).unwrap();
             }
             for i in 0..8 {
-                qa.post(&SendRequest::send_inline(round * 8 + i, &[round as u8; 8]))
+                a.qp.post(&SendRequest::send_inline(round * 8 + i, &[round as u8; 8]))
                     .unwrap();
             }
             // No verb until the next round: sleep (blocked), as a program waiting on
@@ -283,7 +263,7 @@ fn a_pinned_program_that_leaves_posts_for_a_doorbell_and_stops_still_sends_them(
             c.progress_thread.load(Relaxed) - before.1,
         )
     });
-    let b = peer("127.0.9.24", to_a, from_a);
+    let b = side("127.0.9.24", link_b);
     let dst = b.pd.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
     for i in 0..40 {
         b.qp.post_receive(&[dst.slice(..)], i).unwrap();
