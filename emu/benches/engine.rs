@@ -16,6 +16,10 @@
 //!
 //! (`write`, `send`, `write-wired`, `send-wired`; the baseline runs 12 800 data packets and as
 //! many ACKs, the SimNet mix.)
+//!
+//! Registered memory is a raw-copy region like the provider's `DmaBuf` and the C ABI's regions
+//! (what the product runs on). `ROCE_BENCH_VECMEMORY=1` uses `VecMemory` instead, whose mutex
+//! costs two atomic round trips per SEND + ACK pair.
 use roce_emu::net;
 use roce_emu::sim::{LinkConfig, SimNet};
 use roce_emu::*;
@@ -57,6 +61,67 @@ static GLOBAL: Counting = Counting;
 const IOVA: u64 = 0x10_0000;
 const DEPTH: u32 = 64;
 
+/// Registered memory as the provider's `DmaBuf` and the C ABI's regions are: raw copies, no lock
+/// (a device writes memory the way DMA does). `VecMemory` would add a mutex round trip per access.
+struct DmaMemory {
+    buf: Box<[std::cell::UnsafeCell<u8>]>,
+}
+
+// SAFETY: every access goes through raw copies or atomics on in-bounds pointers (as DMA does);
+// the bench never forms references to the bytes while the engine runs.
+unsafe impl Sync for DmaMemory {}
+unsafe impl Send for DmaMemory {}
+
+impl DmaMemory {
+    fn new(len: usize) -> DmaMemory {
+        DmaMemory {
+            buf: (0..len).map(|_| std::cell::UnsafeCell::new(0)).collect(),
+        }
+    }
+    fn at(&self, off: usize, len: usize) -> *mut u8 {
+        assert!(off <= self.buf.len() && len <= self.buf.len() - off);
+        self.buf[off..].as_ptr() as *mut u8
+    }
+}
+
+impl MemoryRegion for DmaMemory {
+    fn len(&self) -> usize {
+        self.buf.len()
+    }
+    fn read(&self, off: usize, dst: &mut [u8]) {
+        let p = self.at(off, dst.len());
+        for (i, d) in dst.chunks_mut(2048).enumerate() {
+            // SAFETY: in bounds (checked in `at`); `dst` is a distinct Rust buffer.
+            unsafe { std::ptr::copy_nonoverlapping(p.add(i * 2048), d.as_mut_ptr(), d.len()) }
+        }
+    }
+    fn write(&self, off: usize, src: &[u8]) {
+        let p = self.at(off, src.len());
+        for (i, s) in src.chunks(2048).enumerate() {
+            // SAFETY: as in `read`.
+            unsafe { std::ptr::copy_nonoverlapping(s.as_ptr(), p.add(i * 2048), s.len()) }
+        }
+    }
+    fn atomic_cmp_swap(&self, off: usize, cmp: u64, swap: u64) -> u64 {
+        let a = self.atomic(off);
+        match a.compare_exchange(cmp, swap, Ordering::AcqRel, Ordering::Acquire) {
+            Ok(v) | Err(v) => v,
+        }
+    }
+    fn atomic_fetch_add(&self, off: usize, add: u64) -> u64 {
+        self.atomic(off).fetch_add(add, Ordering::AcqRel)
+    }
+}
+
+impl DmaMemory {
+    fn atomic(&self, off: usize) -> &AtomicU64 {
+        let p = self.at(off, 8);
+        assert!((p as usize).is_multiple_of(8), "atomics are 8-byte aligned");
+        // SAFETY: in bounds, aligned, alive as long as `self`; all accesses are raw or atomic.
+        unsafe { AtomicU64::from_ptr(p.cast()) }
+    }
+}
+
 struct Side {
     qpn: u32,
     scq: Cq,
@@ -73,11 +138,15 @@ fn side(net: &mut SimNet, ip: &str) -> (usize, Side) {
     let pd = n.alloc_pd().unwrap();
     let scq = n.create_cq(4096).unwrap();
     let rcq = n.create_cq(4096).unwrap();
-    let mem = VecMemory::new(1 << 20);
+    let mem: Arc<dyn MemoryRegion> = if std::env::var_os("ROCE_BENCH_VECMEMORY").is_some() {
+        Arc::new(VecMemory::new(1 << 20))
+    } else {
+        Arc::new(DmaMemory::new(1 << 20))
+    };
     let mr = n
         .reg_mr(
             pd,
-            Arc::new(mem),
+            mem,
             IOVA,
             AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
         )
@@ -473,7 +542,15 @@ fn main() {
     println!("roce-emu engine benchmark (one thread = one core; both NICs and the zero-latency sim net on it)");
     println!("a packet = one datagram transmitted by one NIC and received by the other (data A->B, ACKs B->A);");
     println!("the baseline does only copy-in + ICRC + ICRC verify + copy-out per data packet and ICRC + verify");
-    println!("per ACK, with the engine's own ICRC routine, over the same packet mix the engine processed\n");
+    println!("per ACK, with the engine's own ICRC routine, over the same packet mix the engine processed");
+    println!(
+        "registered memory: {}\n",
+        if std::env::var_os("ROCE_BENCH_VECMEMORY").is_some() {
+            "VecMemory (a mutex per access)"
+        } else {
+            "raw copies, as the provider's regions (ROCE_BENCH_VECMEMORY=1: VecMemory)"
+        }
+    );
     let only = std::env::var("ROCE_BENCH_ONLY").unwrap_or_default();
     let nobase = std::env::var("ROCE_BENCH_NOBASE").is_ok();
     // The machine is shared: interleave short slices of each loop and compare neighbours, so a

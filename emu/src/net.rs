@@ -158,11 +158,23 @@ pub(crate) fn icrc(src: IpAddr, dst: IpAddr, sport: u16, ipv4_id: u16, body: &[u
 
 /// Fills the ICRC of an outgoing datagram (IPv4 ID `t.ipv4_id`, DF).
 pub(crate) fn fill_icrc(t: &Transmit, buf: &mut [u8]) -> bool {
+    fill_icrc_of(t.src_ip, t.dst_ip, t.src_port, t.ipv4_id, buf)
+}
+
+/// [`fill_icrc`] with the headers' fields as values.
+#[inline]
+pub(crate) fn fill_icrc_of(
+    src: IpAddr,
+    dst: IpAddr,
+    sport: u16,
+    ipv4_id: u16,
+    buf: &mut [u8],
+) -> bool {
     let n = buf.len();
     if n < 12 + 4 {
         return false;
     }
-    let Some(crc) = icrc(t.src_ip, t.dst_ip, t.src_port, t.ipv4_id, &buf[..n - 4]) else {
+    let Some(crc) = icrc(src, dst, sport, ipv4_id, &buf[..n - 4]) else {
         return false;
     };
     buf[n - 4..].copy_from_slice(&crc.to_le_bytes());

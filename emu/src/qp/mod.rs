@@ -5,6 +5,7 @@
 //! completes send WQEs.
 pub(crate) mod completer;
 mod ctx;
+mod jobs;
 mod modify;
 mod packet;
 pub(crate) mod requester;
@@ -20,7 +21,6 @@ use crate::time::Instant;
 use crate::verbs::*;
 use crate::{Cq, Error, Pd, Result, Srq};
 use roce_wire::{Opcode, Psn};
-use std::collections::VecDeque;
 use std::net::IpAddr;
 
 /// RXE_MAX_UNACKED_PSNS.
@@ -222,7 +222,7 @@ pub(crate) struct RespState {
     pub length: u32,
     pub resources: Vec<Resource>,
     pub res_head: usize,
-    pub jobs: VecDeque<Job>,
+    pub jobs: jobs::JobRing,
 }
 
 /// A queue pair.
@@ -280,7 +280,7 @@ impl Qp {
             req: ReqState::default(),
             comp: CompState::default(),
             resp: RespState {
-                jobs: VecDeque::with_capacity(RESP_JOBS),
+                jobs: jobs::JobRing::with_capacity(RESP_JOBS),
                 ..Default::default()
             },
             in_ready: false,

@@ -1,7 +1,7 @@
 //! The responder's output: its per-QP job queue (ACK/NAK, atomic ACK, READ response; a backlog
 //! of positive ACKs coalesces, NAKs never do) and the packets built from it when the QP is
 //! polled for transmission. READ responses read memory when each packet is built.
-use super::{Ctx, Job, Qp, RESP_JOBS};
+use super::{Ctx, Job, Qp};
 use crate::net::Transmit;
 use crate::verbs::*;
 use roce_wire::aeth::{self, NakCode, Syndrome};
@@ -9,7 +9,10 @@ use roce_wire::transport::Repr;
 use roce_wire::{atomic_ack_eth, bth, OpFlags, Opcode, Psn};
 
 impl Qp {
-    #[inline]
+    // Always inlined: an out-of-line call takes the job by reference, and reading it back as
+    // two 16-byte loads right after the caller's narrower stores stalls on store forwarding
+    // (measured: 3.5% of the engine benchmark's time on one load).
+    #[inline(always)]
     pub(super) fn push_job(&mut self, ctx: &mut Ctx<'_>, job: Job) {
         if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) =
             (job, self.resp.jobs.back())
@@ -20,14 +23,12 @@ impl Qp {
                 return;
             }
         }
-        if self.resp.jobs.len() >= RESP_JOBS {
+        if !self.resp.jobs.push_back(job) {
             ctx.ctr.resp_queue_full += 1;
-            return;
         }
-        self.resp.jobs.push_back(job);
     }
 
-    #[inline]
+    #[inline(always)]
     pub(super) fn ack(&mut self, ctx: &mut Ctx<'_>, psn: Psn, syndrome: u8) {
         let msn = self.resp.msn;
         self.push_job(ctx, Job::Ack { psn, syndrome, msn });
@@ -114,6 +115,7 @@ impl Qp {
                                 // the MR went away under a (replayed) read: NAK, QP to error
                                 self.resp.jobs.pop_front();
                                 let msn = self.resp.msn;
+                                // (room: one job just left)
                                 self.resp.jobs.push_front(Job::Ack {
                                     psn,
                                     syndrome: NakCode::RemoteAccessError.bits() | 0x60,
