@@ -157,6 +157,7 @@ impl Nic {
                 gids,
                 port_mtu: active_mtu.bytes(),
                 tx_ipv4_id: cfg.tx_ipv4_id,
+                ud_tx: None,
             },
             qps: QpTable::default(),
             next_qpn: MIN_QPN,
@@ -611,16 +612,29 @@ impl Nic {
     #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.ready.is_empty() {
-            None
-        } else {
-            self.poll_ready(now, buf)
+            return None;
         }
+        // The record is built here, in the caller, from the QP's copy (written long before):
+        // see `qp::requester::seal`.
+        let (qpn, len) = self.poll_ready(now, buf)?;
+        let qp = self.qps.get(qpn)?;
+        let t = if qp.qp_type == QpType::Ud {
+            self.sh.ud_tx.as_ref()?
+        } else {
+            qp.tx.as_ref()?
+        };
+        Some(Transmit {
+            len: len as usize,
+            ipv4_id: self.sh.tx_ipv4_id,
+            ..*t
+        })
     }
 
     /// [`Nic::poll_transmit`] with a QP in the ready queue (kept out of line so the common
-    /// "nothing to send" answer costs the caller a compare, not a call frame).
+    /// "nothing to send" answer costs the caller a compare, not a call frame): the QP that
+    /// sent and the datagram's length, small enough to come back in registers.
     #[inline(never)]
-    fn poll_ready(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    fn poll_ready(&mut self, now: Instant, buf: &mut [u8]) -> Option<(u32, u32)> {
         if self.span.is_disabled() {
             self.transmit_next(now, buf)
         } else {
@@ -631,7 +645,7 @@ impl Nic {
     }
 
     #[inline(always)]
-    fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+    fn transmit_next(&mut self, now: Instant, buf: &mut [u8]) -> Option<(u32, u32)> {
         while let Some(qpn) = self.ready.front() {
             let Some(qp) = self.qps.get_mut(qpn) else {
                 self.ready.pop_front();
@@ -667,9 +681,9 @@ impl Nic {
             if timer_moved {
                 self.sync_timer(qpn, before);
             }
-            if t.is_some() {
+            if let Some(len) = t {
                 self.sh.ctr.sent_pkts += 1;
-                return t;
+                return Some((qpn, len as u32));
             }
         }
         None

@@ -20,6 +20,9 @@ pub(crate) struct Shared {
     pub gids: Vec<Gid>,
     pub port_mtu: u32,
     pub tx_ipv4_id: u16,
+    /// The transmit record of the last UD datagram built (a UD path comes with each WQE;
+    /// connected QPs keep theirs in `Qp::tx`).
+    pub ud_tx: Option<crate::net::Transmit>,
 }
 
 /// Everything an engine may touch outside its own QP: the MR table (read only: an MR found by

@@ -35,30 +35,18 @@ pub(crate) fn transmit_on(path: &Path, sport: u16) -> Transmit {
     }
 }
 
-/// Completes the transmit record `t` with the length and the IPv4 identification and fills the
-/// ICRC over `buf[..len]`.
+/// Fills the ICRC over `buf[..len]` for a datagram on the path of `t`, sent with IPv4
+/// identification `ipv4_id`; returns `len` (`None` when it cannot be sealed).
 ///
-/// The ICRC takes its inputs as values and the record is built once, at the end: completing a
-/// local copy field by field and then reading it back whole (by reference for the ICRC, by
-/// value for the return) stalled on store forwarding twice per packet (measured with `perf` on
-/// the engine benchmark).
+/// The engine's per-packet functions return only the length: the caller builds the
+/// [`Transmit`] at the end from the QP's record (`Qp::tx`, or the UD one), written long
+/// before. Building it here and handing it up by value meant copying a record just written
+/// field by field, and those copies stalled on store forwarding (measured with `perf`: the
+/// largest single costs of the SimNet hand-off and of sealing).
 #[inline(always)]
-pub(crate) fn seal(t: Transmit, ipv4_id: u16, buf: &mut [u8], len: usize) -> Option<Transmit> {
-    if !crate::net::fill_icrc_of(t.src_ip, t.dst_ip, t.src_port, ipv4_id, &mut buf[..len]) {
-        return None;
-    }
-    Some(Transmit { len, ipv4_id, ..t })
-}
-
-/// [`seal`] for a datagram on `path` (UD, whose path comes with each WQE).
-pub(crate) fn finish(
-    path: &Path,
-    sport: u16,
-    ipv4_id: u16,
-    buf: &mut [u8],
-    len: usize,
-) -> Option<Transmit> {
-    seal(transmit_on(path, sport), ipv4_id, buf, len)
+pub(crate) fn seal(t: &Transmit, ipv4_id: u16, buf: &mut [u8], len: usize) -> Option<usize> {
+    crate::net::fill_icrc_of(t.src_ip, t.dst_ip, t.src_port, ipv4_id, &mut buf[..len])
+        .then_some(len)
 }
 
 fn transport_of(t: QpType) -> Transport {
@@ -166,7 +154,7 @@ impl Qp {
         ctx: &mut Ctx<'_>,
         now: Instant,
         buf: &mut [u8],
-    ) -> Option<Transmit> {
+    ) -> Option<usize> {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.req.wait_rnr {
             return None;
         }
@@ -285,7 +273,7 @@ impl Qp {
         i: u32,
         mtu: u32,
         buf: &mut [u8],
-    ) -> Option<Transmit> {
+    ) -> Option<usize> {
         let w = self.sq.get(i);
         let (wop, length, sent) = (w.opcode, w.length, w.sent);
         let resid = length - sent;
@@ -402,8 +390,13 @@ impl Qp {
             }
         }
         let t = match &ud_path {
-            Some(path) => finish(path, self.src_port, ctx.tx_ipv4_id, buf, len),
-            None => seal(self.tx?, ctx.tx_ipv4_id, buf, len),
+            Some(path) => {
+                let t = transmit_on(path, self.src_port);
+                let sealed = seal(&t, ctx.tx_ipv4_id, buf, len);
+                ctx.ud_tx = Some(t);
+                sealed
+            }
+            None => seal(self.tx.as_ref()?, ctx.tx_ipv4_id, buf, len),
         };
         if t.is_some() && self.qp_type != QpType::Rc && end {
             self.complete_done(ctx);

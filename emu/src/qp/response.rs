@@ -2,7 +2,6 @@
 //! of positive ACKs coalesces, NAKs never do) and the packets built from it when the QP is
 //! polled for transmission. READ responses read memory when each packet is built.
 use super::{Ctx, Job, Qp};
-use crate::net::Transmit;
 use crate::verbs::*;
 use roce_wire::aeth::{self, NakCode, Syndrome};
 use roce_wire::transport::Repr;
@@ -36,21 +35,21 @@ impl Qp {
 
     /// Produces the next queued response packet (ACK/NAK, read response, atomic ACK).
     #[inline]
-    pub(crate) fn responder_next(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+    pub(crate) fn responder_next(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
         // ACK/NAK, the common job: BTH + AETH written in place, nothing else to look at
         if let Some(&Job::Ack { psn, syndrome, msn }) = self.resp.jobs.front() {
             let tx = self.tx?;
             let dqp = self.attr.dest_qp_num;
             let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
             self.resp.jobs.pop_front();
-            return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
+            return super::requester::seal(&tx, ctx.tx_ipv4_id, buf, len);
         }
         self.responder_next_other(ctx, buf)
     }
 
     /// [`Qp::responder_next`] for the other jobs (atomic ACK, READ response).
     #[inline(never)]
-    fn responder_next_other(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<Transmit> {
+    fn responder_next_other(&mut self, ctx: &mut Ctx<'_>, buf: &mut [u8]) -> Option<usize> {
         loop {
             let job = *self.resp.jobs.front()?;
             let tx = self.tx?;
@@ -60,7 +59,7 @@ impl Qp {
                 Job::Ack { psn, syndrome, msn } => {
                     let len = roce_wire::transport::emit_rc_ack(buf, dqp, psn, syndrome, msn)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
+                    return super::requester::seal(&tx, ctx.tx_ipv4_id, buf, len);
                 }
                 Job::AtomicAck { psn, orig, msn } => {
                     r = Repr::new(bth::Repr::new(Opcode::RC_ATOMIC_ACKNOWLEDGE, dqp, psn));
@@ -71,7 +70,7 @@ impl Qp {
                     r.atomic_ack_eth = Some(atomic_ack_eth::Repr { orig });
                     let len = super::requester::emit_headers(&r, buf)?;
                     self.resp.jobs.pop_front();
-                    return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
+                    return super::requester::seal(&tx, ctx.tx_ipv4_id, buf, len);
                 }
                 Job::Read {
                     psn,
@@ -139,7 +138,7 @@ impl Qp {
                             msn,
                         };
                     }
-                    return super::requester::seal(tx, ctx.tx_ipv4_id, buf, len);
+                    return super::requester::seal(&tx, ctx.tx_ipv4_id, buf, len);
                 }
             }
         }

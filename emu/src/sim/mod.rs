@@ -15,7 +15,7 @@ use rand::{Rng, SeedableRng};
 use roce_wire::transport::{Packet, Repr};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 /// Properties and impairments of a directed link.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -608,28 +608,14 @@ impl Direct<'_> {
     #[inline(always)]
     fn send(self, nic: &mut Nic, now: Instant) -> bool {
         let slot = self.due.next_free();
-        let sent = nic.poll_transmit(now, &mut slot.data); // (see below: not moved out)
-        let Some(t) = sent.as_ref() else {
+        let Some(t) = nic.poll_transmit(now, &mut slot.data) else {
             return false;
         };
         self.stats.transmitted += 1;
-        // `t` was just written field by field, each address's tag apart from its bytes (the
-        // `Option` niche lives in the tag). Copying `t` or an address whole reads 16 bytes
-        // across those separate stores and stalls on store forwarding; reading tag and bytes
-        // apart, and `t` by reference, measured 1.5% faster per SEND + ACK than that copy.
-        let (src_ip, dst_ip) = (split_copy(&t.src_ip), split_copy(&t.dst_ip));
-        match route(self.routes, dst_ip) {
+        match route(self.routes, t.dst_ip) {
             Some(to) => {
                 slot.to = to;
-                slot.meta = RxMeta {
-                    src_ip,
-                    dst_ip,
-                    src_port: t.src_port,
-                    ipv4_id: Some(t.ipv4_id),
-                    tos: t.tos,
-                    ttl: t.ttl,
-                    flow_label: t.flow_label,
-                };
+                slot.meta = t.rx_meta();
                 slot.len = t.len;
                 self.due.commit();
                 *self.seq += 1;
@@ -637,15 +623,6 @@ impl Direct<'_> {
             None => self.stats.unroutable += 1,
         }
         true
-    }
-}
-
-/// A copy of `ip` that reads its tag and its bytes separately (see [`Direct::send`]).
-#[inline(always)]
-fn split_copy(ip: &IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V4(a) => IpAddr::V4(Ipv4Addr::from(a.octets())),
-        IpAddr::V6(a) => IpAddr::V6(Ipv6Addr::from(a.octets())),
     }
 }
 
