@@ -29,6 +29,22 @@ pub trait MemoryRegion: Send + Sync {
     fn atomic_fetch_add(&self, off: usize, add: u64) -> u64;
 }
 
+/// Copies a scatter/gather list into WQE storage of the same length. One SGE (the common case)
+/// is copied field by field: `copy_from_slice` calls `memcpy` for a run-time length, and that
+/// reads the 16 bytes the caller has just written as three fields in one load, which stalls
+/// on store forwarding (measured with `perf` on the engine benchmark: about 3% of a SEND).
+#[inline(always)]
+pub(crate) fn copy_sges(dst: &mut [Sge], src: &[Sge]) {
+    if let ([d], [s]) = (&mut *dst, src) {
+        // (through `black_box`: otherwise the two 4-byte fields are read as one 8-byte load)
+        d.addr = s.addr;
+        d.length = *std::hint::black_box(&s.length);
+        d.lkey = s.lkey;
+    } else {
+        dst.copy_from_slice(src);
+    }
+}
+
 /// Copies in pieces of at most 2 KiB: glibc's `rep movsb` path is 20–30× slower on some CPUs
 /// when the destination sits a few bytes past the source modulo 4096 (glibc bug 30994), which is
 /// exactly where packet payloads land relative to page-aligned buffers.

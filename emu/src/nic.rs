@@ -391,7 +391,10 @@ impl Nic {
             }
         } else {
             let ms = qp.sq.max_sge;
-            qp.sq.sges[slot * ms..slot * ms + wr.sg_list.len()].copy_from_slice(wr.sg_list);
+            crate::mem::copy_sges(
+                &mut qp.sq.sges[slot * ms..slot * ms + wr.sg_list.len()],
+                wr.sg_list,
+            );
         }
         let length = if wr.opcode.is_atomic() {
             8

@@ -174,7 +174,10 @@ impl RecvQueue {
             return false;
         }
         let s = self.slot(self.tail);
-        self.sges[s * self.max_sge..s * self.max_sge + sges.len()].copy_from_slice(sges);
+        crate::mem::copy_sges(
+            &mut self.sges[s * self.max_sge..s * self.max_sge + sges.len()],
+            sges,
+        );
         self.wqes[s] = RecvWqe {
             wr_id,
             num_sge: sges.len() as u16,
