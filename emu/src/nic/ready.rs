@@ -27,7 +27,7 @@ impl Ready {
         self.len == 0
     }
 
-    #[inline]
+    #[inline(always)]
     pub fn push_back(&mut self, qpn: u32) {
         if self.len == self.slots.len() {
             self.grow();
