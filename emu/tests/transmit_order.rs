@@ -1,6 +1,7 @@
 //! The order in which one NIC's ready QPs transmit: a QP with more to send keeps the transmit
 //! path for 64 KiB before the next one gets its turn (`QP_TURN_BYTES`), so a driver can put a
-//! QP's consecutive packets into one GSO send; no QP is starved.
+//! QP's consecutive packets into one GSO send; no QP is starved. And what `poll_transmit`
+//! says of each datagram (its record) is that datagram's.
 mod common;
 use common::*;
 use roce_emu::sim::LinkConfig;
@@ -61,4 +62,48 @@ fn a_ready_qp_sends_64_kib_before_the_next_qp_gets_its_turn() {
         vec![(dest1, 63), (dest2, 63), (dest1, 33), (dest2, 33)],
         "turns of 64 KiB: 63 packets of 1 KiB + BTH + ICRC (+ RETH on the first) = 65 536 bytes"
     );
+}
+
+/// `poll_transmit` builds the record it returns after the packet, from the sending QP's path;
+/// a UD QP's path comes with each work request. So each record must name its own datagram's
+/// destination (not the previous WR's), and the ICRC sealed into the bytes must be the one
+/// for the headers the record describes.
+#[test]
+fn each_ud_transmit_record_names_its_own_destination_and_matches_its_icrc() {
+    let mut p = Pair::new(
+        7,
+        LinkConfig::default(),
+        Opts {
+            qp_type: QpType::Ud,
+            ..Default::default()
+        },
+    );
+    let (pd, bip, bq) = (p.a.pd, p.b.ip, p.b.qpn);
+    let other: std::net::IpAddr = "10.0.0.77".parse().unwrap();
+    let ah_b = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();
+    let ah_x = p.nic_a().create_ah(pd, AhAttr::to_ip(other)).unwrap();
+    for (i, ah, len) in [(1u64, ah_b, 64u32), (2, ah_x, 128), (3, ah_b, 32)] {
+        p.post_a(SendWr {
+            wr_id: i,
+            sg_list: &[sge(&p.a, 0, len)],
+            opcode: WrOpcode::Send,
+            ah: Some(ah),
+            remote_qpn: bq,
+            remote_qkey: 0x1111_1111,
+            ..Default::default()
+        });
+    }
+    let mut buf = vec![0u8; 4096 + 256];
+    let now = p.net.now;
+    let mut sent = Vec::new();
+    while let Some(t) = p.nic_a().poll_transmit(now, &mut buf) {
+        assert!(
+            roce_emu::net::verify(&t, &buf[..t.len]),
+            "the ICRC was sealed for the headers of the record returned"
+        );
+        assert_eq!(t.src_ip, p.a.ip);
+        sent.push((t.dst_ip, t.len));
+    }
+    // BTH 12 + DETH 8 + payload + ICRC 4
+    assert_eq!(sent, vec![(bip, 88), (other, 152), (bip, 56)]);
 }
