@@ -46,9 +46,11 @@ impl JobRing {
             len: 0,
         }
     }
+    /// The slot of the `i`-th job (wrapping: `back_mut` asks for index `len - 1` before it
+    /// knows the ring is not empty).
     #[inline(always)]
     fn at(&self, i: usize) -> usize {
-        (self.head + i) & (self.slots.len().wrapping_sub(1))
+        self.head.wrapping_add(i) & self.slots.len().wrapping_sub(1)
     }
     #[inline(always)]
     pub fn is_empty(&self) -> bool {
