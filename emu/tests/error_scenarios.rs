@@ -289,17 +289,6 @@ fn uc_message_with_a_gap_is_dropped_and_next_message_delivered() {
     assert_eq!(p.b.mem.load(0, 300), pattern(300, 5));
 }
 
-fn ud_pair(seed: u64) -> Pair {
-    Pair::new(
-        seed,
-        LinkConfig::default(),
-        Opts {
-            qp_type: QpType::Ud,
-            ..Default::default()
-        },
-    )
-}
-
 #[test]
 fn ud_send_writes_grh_and_src_qp() {
     let mut p = ud_pair(31);

@@ -70,14 +70,7 @@ fn a_ready_qp_sends_64_kib_before_the_next_qp_gets_its_turn() {
 /// for the headers the record describes.
 #[test]
 fn each_ud_transmit_record_names_its_own_destination_and_matches_its_icrc() {
-    let mut p = Pair::new(
-        7,
-        LinkConfig::default(),
-        Opts {
-            qp_type: QpType::Ud,
-            ..Default::default()
-        },
-    );
+    let mut p = ud_pair(7);
     let (pd, bip, bq) = (p.a.pd, p.b.ip, p.b.qpn);
     let other: std::net::IpAddr = "10.0.0.77".parse().unwrap();
     let ah_b = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();

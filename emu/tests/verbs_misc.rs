@@ -175,14 +175,7 @@ fn send_with_invalidate_on_a_user_mr_fails_like_rxe() {
 
 #[test]
 fn ud_message_larger_than_mtu_is_silently_completed() {
-    let mut p = Pair::new(
-        5,
-        LinkConfig::default(),
-        Opts {
-            qp_type: QpType::Ud,
-            ..Default::default()
-        },
-    );
+    let mut p = ud_pair(5);
     let (pd, bip, bq) = (p.a.pd, p.b.ip, p.b.qpn);
     let ah = p.nic_a().create_ah(pd, AhAttr::to_ip(bip)).unwrap();
     p.net.start_capture();

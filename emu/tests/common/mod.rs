@@ -200,6 +200,18 @@ pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_
     nic.modify_qp(me.qpn, &a, m).unwrap();
 }
 
+/// A [`Pair`] of UD QPs on the default link.
+pub fn ud_pair(seed: u64) -> Pair {
+    Pair::new(
+        seed,
+        LinkConfig::default(),
+        Opts {
+            qp_type: QpType::Ud,
+            ..Default::default()
+        },
+    )
+}
+
 impl Pair {
     pub fn new(seed: u64, link: LinkConfig, o: Opts) -> Pair {
         let mut net = SimNet::new(seed, link);
