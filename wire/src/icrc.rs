@@ -94,7 +94,7 @@ pub fn compute(net: Network<'_>, transport: &[u8]) -> Result<u32> {
     b.copy_from_slice(&transport[..BTH_LEN]);
     b[4] = 0xFF; // FECN, BECN, resv6a
     at += BTH_LEN;
-    let mut h = crc32fast::Hasher::new();
+    let mut h = hasher();
     h.update(&pseudo[..at]);
     h.update(&transport[BTH_LEN..]);
     Ok(h.finalize())
@@ -125,8 +125,7 @@ fn put_grh(pseudo: &mut [u8], at: usize, ip: &[u8]) -> usize {
 /// once in one stack buffer, then one CRC pass covers the rest of `transport` (BTH .. pad, the
 /// ICRC itself excluded). The UDP and IP lengths follow from `transport.len()`. Equal to
 /// [`compute`] over the headers Linux sends (tested); `None` for mixed address families or a
-/// `transport` shorter than a BTH. This is the per-packet routine of the engine and the UDP
-/// driver.
+/// `transport` shorter than a BTH. [`start_udp`] is the same in two steps.
 #[inline]
 pub fn compute_udp(
     src: core::net::IpAddr,
@@ -136,11 +135,52 @@ pub fn compute_udp(
     ipv4_id: u16,
     transport: &[u8],
 ) -> Option<u32> {
+    let mut p = start_udp(src, dst, sport, dport, ipv4_id, transport.len(), transport)?;
+    p.update(&transport[BTH_LEN..]);
+    Some(p.finish())
+}
+
+/// An ICRC in progress: the CRC-32 over the masked pseudo header and BTH, to be continued with
+/// the bytes after the BTH ([`Partial::update`]) and finished ([`Partial::finish`]).
+#[derive(Clone)]
+pub struct Partial(crc32fast::Hasher);
+
+impl Partial {
+    /// Continues over `bytes` (the packet's bytes after the BTH, in order, ICRC excluded).
+    #[inline]
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+    /// The ICRC (store it little-endian).
+    #[inline]
+    pub fn finish(self) -> u32 {
+        self.0.finalize()
+    }
+}
+
+/// The first step of [`compute_udp`] for a datagram whose BTH .. pad will be `transport_len`
+/// bytes and whose BTH is `bth[..12]` (the rest of `bth` is not read): everything but the bytes
+/// after the BTH. A sender calls it as soon as the headers are written, before it copies the
+/// payload in, and finishes after. Done the other way round, the CRC's first 16-byte load of
+/// the pseudo header (laid out field by field just before, so not forwarded from the store
+/// buffer) waited for every store of the payload copy to reach the cache: 60 ns per packet
+/// after a 4 KiB copy, about 8% of a UDP sender's time (`roce bench`, RC Write 64 KiB, `perf`).
+/// `None` as [`compute_udp`].
+#[inline]
+pub fn start_udp(
+    src: core::net::IpAddr,
+    dst: core::net::IpAddr,
+    sport: u16,
+    dport: u16,
+    ipv4_id: u16,
+    transport_len: usize,
+    bth: &[u8],
+) -> Option<Partial> {
     use core::net::IpAddr;
-    if transport.len() < BTH_LEN {
+    if transport_len < BTH_LEN || bth.len() < BTH_LEN {
         return None;
     }
-    let udp_len = (UDP_HEADER_LEN + transport.len() + ICRC_LEN) as u16;
+    let udp_len = (UDP_HEADER_LEN + transport_len + ICRC_LEN) as u16;
     let mut p = [0xFFu8; 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN];
     let at = match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
@@ -171,12 +211,11 @@ pub fn compute_udp(
     p[at + 2..at + 4].copy_from_slice(&dport.to_be_bytes());
     p[at + 4..at + 6].copy_from_slice(&udp_len.to_be_bytes());
     let b = at + UDP_HEADER_LEN;
-    p[b..b + BTH_LEN].copy_from_slice(&transport[..BTH_LEN]);
+    p[b..b + BTH_LEN].copy_from_slice(&bth[..BTH_LEN]);
     p[b + 4] = 0xFF; // FECN, BECN, resv6a
     let mut h = hasher();
     h.update(&p[..b + BTH_LEN]);
-    h.update(&transport[BTH_LEN..]);
-    Some(h.finalize())
+    Some(Partial(h))
 }
 
 /// A fresh CRC-32 hasher. `crc32fast::Hasher::new` asks the CPU feature cache three times per
@@ -373,6 +412,34 @@ mod test {
         let v4a = IpAddr::from([10u8, 0, 0, 1]);
         assert_eq!(compute_udp(v4a, dst, 1, 4791, 0, &t[..t.len() - 4]), None);
         assert_eq!(compute_udp(v4a, v4a, 1, 4791, 0, &t[..11]), None);
+    }
+
+    /// `start_udp` before the payload is in place, then `update` over what follows the BTH,
+    /// gives the ICRC of the real capture; the BTH is read when starting (a BTH changed
+    /// afterwards is not seen), and a length that does not match changes the result.
+    #[test]
+    fn start_udp_then_update_matches_real_datagram() {
+        use core::net::IpAddr;
+        let d = hex("45010040047840004011b4d5c0a80007c0a80007 c00012b7002caca2
+             2460ffff000000d300cf1710 4630818be28935d90e9a95505401be885e500000 78f353f3");
+        let src = IpAddr::from(<[u8; 4]>::try_from(&d[12..16]).unwrap());
+        let dst = IpAddr::from(<[u8; 4]>::try_from(&d[16..20]).unwrap());
+        let t = &d[28..];
+        let n = t.len() - 4;
+        // the BTH alone, as a sender has it before the payload copy
+        let mut early = t[..n].to_vec();
+        early[12..].fill(0);
+        let p = start_udp(src, dst, 0xc000, 4791, 0x0478, n, &early).unwrap();
+        early[12..].copy_from_slice(&t[12..n]);
+        let mut q = p.clone();
+        q.update(&early[12..]);
+        assert_eq!(q.finish(), stored(t).unwrap());
+        // a different declared length covers different IP and UDP lengths
+        let mut r = start_udp(src, dst, 0xc000, 4791, 0x0478, n + 4, &early).unwrap();
+        r.update(&early[12..]);
+        assert_ne!(r.finish(), stored(t).unwrap());
+        assert!(start_udp(src, dst, 1, 4791, 0, 11, &early).is_none());
+        assert!(start_udp(src, dst, 1, 4791, 0, n, &early[..11]).is_none());
     }
 
     /// B.3 #4: FECN is excluded from the ICRC.

@@ -573,15 +573,19 @@ pub fn emit_rc_ack(
 ) -> Option<usize> {
     const LEN: usize = bth::HEADER_LEN + aeth::HEADER_LEN + ICRC_LEN;
     let b: &mut [u8; LEN] = buf.get_mut(..LEN)?.try_into().ok()?;
-    b[0] = Opcode::RC_ACKNOWLEDGE.0;
-    b[1] = 0;
-    put16(b, 2, crate::DEFAULT_PKEY);
-    b[4] = 0;
-    put24(b, 5, dest_qp);
-    b[8] = 0;
-    put24(b, 9, psn.value());
-    b[12] = syndrome; // Syndrome::from_byte(s).to_byte() == s for every byte
-    put24(b, 13, msn);
+    // Two 8-byte stores: opcode, flags (0), P_Key, resv (0), destination QP | AckReq/resv (0),
+    // PSN, syndrome, MSN. The ICRC routine reads the BTH right away, 8 and 4 bytes at a time;
+    // a load inside one earlier store is forwarded from it, one spanning several narrower
+    // stores waits until they reach the cache.
+    let w0 = (Opcode::RC_ACKNOWLEDGE.0 as u64) << 56
+        | (crate::DEFAULT_PKEY as u64) << 32
+        | (dest_qp & 0xFF_FFFF) as u64;
+    // Syndrome::from_byte(s).to_byte() == s for every byte
+    let w1 = ((psn.value() & 0xFF_FFFF) as u64) << 32
+        | (syndrome as u64) << 24
+        | (msn & 0xFF_FFFF) as u64;
+    b[0..8].copy_from_slice(&w0.to_be_bytes());
+    b[8..16].copy_from_slice(&w1.to_be_bytes());
     Some(LEN)
 }
 

@@ -45,8 +45,10 @@ impl RequestHeaders<'_> {
         let bth1 = self.dest_qp & 0xFF_FFFF;
         let bth2 = (self.ack_req as u32) << 31 | self.psn.value() & 0xFF_FFFF;
         let h: &mut [u8; hdr_len::BTH] = (&mut b[..hdr_len::BTH]).try_into().ok()?;
-        h[0..4].copy_from_slice(&bth0.to_be_bytes());
-        h[4..8].copy_from_slice(&bth1.to_be_bytes());
+        // the first two words in one 8-byte store: the ICRC routine reads the BTH right after,
+        // 8 and 4 bytes at a time, and a load spanning two narrower stores is not forwarded
+        // from them (it waits until they reach the cache)
+        h[0..8].copy_from_slice(&((bth0 as u64) << 32 | bth1 as u64).to_be_bytes());
         h[8..12].copy_from_slice(&bth2.to_be_bytes());
         let mut at = hdr_len::BTH;
         if f.contains(OpFlags::DETH) {
