@@ -181,20 +181,45 @@ pub fn start_udp(
         return None;
     }
     let udp_len = (UDP_HEADER_LEN + transport_len + ICRC_LEN) as u16;
+    if let (IpAddr::V4(s), IpAddr::V4(d)) = (src, dst) {
+        // The common case, as three 16-byte blocks each written by one store (see `store16`):
+        // LRH ones | 45 FF len id 40 00 | FF 11 FFFF src | dst sport dport | len FFFF BTH(12),
+        // the BTH's FECN/BECN/resv6a byte masked.
+        let tot = (IPV4_HEADER_LEN as u16 + udp_len).to_be_bytes();
+        let id = ipv4_id.to_be_bytes();
+        let (so, dd) = (s.octets(), d.octets());
+        let (sp, dp, ul) = (
+            sport.to_be_bytes(),
+            dport.to_be_bytes(),
+            udp_len.to_be_bytes(),
+        );
+        let w = |b: [u8; 8]| u64::from_le_bytes(b);
+        let b = |i: usize| bth[i];
+        let blocks = [
+            (
+                u64::MAX,
+                w([0x45, 0xFF, tot[0], tot[1], id[0], id[1], 0x40, 0]),
+            ),
+            (
+                w([0xFF, 17, 0xFF, 0xFF, so[0], so[1], so[2], so[3]]),
+                w([dd[0], dd[1], dd[2], dd[3], sp[0], sp[1], dp[0], dp[1]]),
+            ),
+            (
+                w([ul[0], ul[1], 0xFF, 0xFF, b(0), b(1), b(2), b(3)]),
+                w([0xFF, b(5), b(6), b(7), b(8), b(9), b(10), b(11)]),
+            ),
+        ];
+        let mut p = [0u8; 48];
+        for (k, (lo, hi)) in blocks.into_iter().enumerate() {
+            let dst: &mut [u8; 16] = (&mut p[16 * k..16 * (k + 1)]).try_into().ok()?;
+            crate::store16::put(dst, lo, hi);
+        }
+        let mut h = hasher();
+        h.update(&p);
+        return Some(Partial(h));
+    }
     let mut p = [0xFFu8; 8 + IPV6_HEADER_LEN + UDP_HEADER_LEN + BTH_LEN];
     let at = match (src, dst) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            // LRH(8) | 45 FF len id 40 00 FF 11 FFFF src dst
-            p[8] = 0x45;
-            p[10..12].copy_from_slice(&(IPV4_HEADER_LEN as u16 + udp_len).to_be_bytes());
-            p[12..14].copy_from_slice(&ipv4_id.to_be_bytes());
-            p[14] = 0x40;
-            p[15] = 0;
-            p[17] = 17;
-            p[20..24].copy_from_slice(&s.octets());
-            p[24..28].copy_from_slice(&d.octets());
-            8 + IPV4_HEADER_LEN
-        }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             // version 6 with traffic class and flow label masked: 6F FF FF FF | len 11 FF
             p[8] = 0x6F;
