@@ -417,24 +417,8 @@ impl Baseline {
         let off = ((self.i % 64) * 8192) as usize;
         self.i += 1;
         let (h, l) = (self.hdr, self.len);
-        // sealed in the engine's order: the ICRC over pseudo header and BTH before the payload
-        // copy, the rest after (`roce_wire::icrc::start_udp`)
-        let t = &self.t;
-        let n = self.pkt.len();
-        let mut p = roce_wire::icrc::start_udp(
-            t.src_ip,
-            t.dst_ip,
-            t.src_port,
-            t.dst_port,
-            t.ipv4_id,
-            n - 4,
-            &self.pkt,
-        )
-        .unwrap();
         roce_emu::mem::copy_chunked(&mut self.pkt[h..h + l], &self.src[off..off + l]);
-        p.update(&self.pkt[12..n - 4]);
-        let icrc = p.finish().to_le_bytes();
-        self.pkt[n - 4..].copy_from_slice(&icrc);
+        assert!(net::seal(&self.t, &mut self.pkt));
         assert!(net::verify(&self.t, &self.pkt));
         roce_emu::mem::copy_chunked(&mut self.dst[off..off + l], &self.pkt[h..h + l]);
     }

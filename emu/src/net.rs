@@ -156,46 +156,6 @@ pub(crate) fn icrc(src: IpAddr, dst: IpAddr, sport: u16, ipv4_id: u16, body: &[u
     roce_wire::icrc::compute_udp(src, dst, sport, roce_wire::ROCE_V2_UDP_PORT, ipv4_id, body)
 }
 
-/// The first step of sealing a datagram of `len` bytes (BTH..ICRC) whose headers are already
-/// in `buf` (IPv4 identification `ipv4_id`, DF): the CRC over the pseudo header and BTH
-/// ([`roce_wire::icrc::start_udp`]). Called before the payload is copied in; [`seal_finish`]
-/// after. `None` as [`icrc`].
-#[inline]
-pub(crate) fn seal_start(
-    src: IpAddr,
-    dst: IpAddr,
-    sport: u16,
-    ipv4_id: u16,
-    len: usize,
-    buf: &[u8],
-) -> Option<roce_wire::icrc::Partial> {
-    let body = len.checked_sub(4)?;
-    roce_wire::icrc::start_udp(
-        src,
-        dst,
-        sport,
-        roce_wire::ROCE_V2_UDP_PORT,
-        ipv4_id,
-        body,
-        buf,
-    )
-}
-
-/// Completes [`seal_start`] over `buf[12..len - 4]` and stores the ICRC in the last 4 of the
-/// `len` bytes; returns `len`.
-#[inline]
-pub(crate) fn seal_finish(
-    mut p: roce_wire::icrc::Partial,
-    buf: &mut [u8],
-    len: usize,
-) -> Option<usize> {
-    let b = buf.get_mut(12..len)?;
-    let (body, icrc) = b.split_at_mut(b.len().checked_sub(4)?);
-    p.update(body);
-    icrc.copy_from_slice(&p.finish().to_le_bytes());
-    Some(len)
-}
-
 /// Fills the ICRC of an outgoing datagram (IPv4 ID `t.ipv4_id`, DF).
 pub(crate) fn fill_icrc(t: &Transmit, buf: &mut [u8]) -> bool {
     fill_icrc_of(t.src_ip, t.dst_ip, t.src_port, t.ipv4_id, buf)

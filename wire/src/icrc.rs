@@ -177,12 +177,11 @@ impl Partial {
 
 /// The first step of [`compute_udp`] for a datagram whose BTH .. pad will be `transport_len`
 /// bytes and whose BTH is `bth[..12]` (the rest of `bth` is not read): everything but the bytes
-/// after the BTH. A sender calls it as soon as the headers are written, before it copies the
-/// payload in, and finishes after. Done the other way round, the CRC's first 16-byte load of
-/// the pseudo header (laid out field by field just before, so not forwarded from the store
-/// buffer) waited for every store of the payload copy to reach the cache: 60 ns per packet
-/// after a 4 KiB copy, about 8% of a UDP sender's time (`roce bench`, RC Write 64 KiB, `perf`).
-/// `None` as [`compute_udp`].
+/// after the BTH, for a caller that has the headers before the payload. (The engine started
+/// its ICRC this way before copying the payload in, to keep the CRC's loads of the pseudo
+/// header from waiting for the copy's stores; since the pseudo header is written in 16-byte
+/// stores, see `store16`, the order made no measurable difference and the engine seals after
+/// the copy again.) `None` as [`compute_udp`].
 #[inline]
 pub fn start_udp(
     src: core::net::IpAddr,

@@ -330,17 +330,6 @@ impl Qp {
             payload,
         };
         let len = hdr.emit(buf)?;
-        // The ICRC over the pseudo header and BTH now, before the payload lands behind them
-        // (`roce_wire::icrc::start_udp`: done after a large copy, its first load waited for
-        // the copy's stores). UD takes its record from this WQE's AH.
-        let ud_t = ud_path.as_ref().map(|p| transmit_on(p, self.src_port));
-        let icrc = {
-            let t = match &ud_t {
-                Some(t) => t,
-                None => self.tx.as_ref()?,
-            };
-            crate::net::seal_start(t.src_ip, t.dst_ip, t.src_port, ctx.tx_ipv4_id, len, buf)
-        };
         if payload > 0 {
             let off = info.hdr_len as usize;
             let dst = &mut buf[off..off + payload as usize];
@@ -400,10 +389,15 @@ impl Qp {
                 self.comp.retrans_deadline = now.add_nanos(t).0;
             }
         }
-        let t = icrc.and_then(|p| crate::net::seal_finish(p, buf, len));
-        if ud_t.is_some() {
-            ctx.ud_tx = ud_t;
-        }
+        let t = match &ud_path {
+            Some(path) => {
+                let t = transmit_on(path, self.src_port);
+                let sealed = seal(&t, ctx.tx_ipv4_id, buf, len);
+                ctx.ud_tx = Some(t);
+                sealed
+            }
+            None => seal(self.tx.as_ref()?, ctx.tx_ipv4_id, buf, len),
+        };
         if t.is_some() && self.qp_type != QpType::Rc && end {
             self.complete_done(ctx);
         }

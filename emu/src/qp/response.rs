@@ -98,15 +98,6 @@ impl Qp {
                     }
                     r.set_payload_len(payload as usize);
                     let len = super::requester::emit_headers(&r, buf)?;
-                    // pseudo header and BTH before the payload copy (as the requester does)
-                    let icrc = crate::net::seal_start(
-                        tx.src_ip,
-                        tx.dst_ip,
-                        tx.src_port,
-                        ctx.tx_ipv4_id,
-                        len,
-                        buf,
-                    );
                     if payload > 0 {
                         match ctx.mrs.check(
                             rkey,
@@ -147,7 +138,7 @@ impl Qp {
                             msn,
                         };
                     }
-                    return icrc.and_then(|p| crate::net::seal_finish(p, buf, len));
+                    return super::requester::seal(&tx, ctx.tx_ipv4_id, buf, len);
                 }
             }
         }
