@@ -73,6 +73,8 @@ mod doorbell;
 mod doorbell_tests;
 mod fault;
 #[cfg(test)]
+mod hostile_tests;
+#[cfg(test)]
 mod icrc_tests;
 #[cfg(test)]
 mod look_tests;

@@ -278,7 +278,11 @@ pub fn split_gro(buf: &[u8], gro_size: Option<u16>) -> impl Iterator<Item = &[u8
         Some(g) if g > 0 && buf.len() > g as usize => g as usize,
         _ => buf.len().max(1),
     };
-    buf.chunks(g)
+    // `chunks` yields nothing for an empty buffer, but a zero-length UDP datagram is still one
+    // datagram: it is counted and dropped as a runt, not lost without a trace (as
+    // `RecvBatch::datagrams` already counted it).
+    let empty = buf.is_empty().then_some(buf);
+    buf.chunks(g).chain(empty)
 }
 
 #[cfg(test)]
@@ -297,7 +301,11 @@ mod tests {
         assert_eq!(split_gro(&b, Some(250)).count(), 1);
         assert_eq!(split_gro(&b, Some(0)).count(), 1);
         assert_eq!(split_gro(&b[..200], Some(100)).count(), 2);
-        assert_eq!(split_gro(&[], Some(100)).count(), 0);
+        assert_eq!(
+            split_gro(&[], Some(100)).collect::<Vec<_>>(),
+            [&[] as &[u8]]
+        );
+        assert_eq!(split_gro(&[], None).count(), 1);
     }
 
     #[test]

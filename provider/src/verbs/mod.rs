@@ -38,7 +38,7 @@
 //! ```
 mod cq;
 mod device;
-mod engine;
+pub(crate) mod engine;
 mod error;
 pub mod exchange;
 mod mr;
