@@ -1,5 +1,6 @@
 //! Hostile datagrams at a live device over real UDP sockets (127.0.9.40 with its connected peer
-//! on .41, attacked from a plain socket on .42; .43–.45 the same under the strict ICRC policy):
+//! on .41, attacked from a plain socket on .42; .43–.45 and .46–.48 the same under the strict and
+//! the recover-ID ICRC policies):
 //! an empty datagram, runts, random bytes, huge datagrams, and ICRC-valid packets that the
 //! engine must refuse (reserved opcode, unknown QP, wrong source, wrong P_Key, TVer, truncated
 //! extension header, bad pad, a UD opcode on an RC QP), some in a burst that GRO coalesces. Each
@@ -142,6 +143,16 @@ fn under_the_strict_icrc_policy_random_bytes_are_icrc_drops() {
         "127.0.9.44",
         "127.0.9.45",
         Some(IcrcPolicy::Strict),
+    );
+}
+
+#[test]
+fn under_the_recover_id_icrc_policy_random_bytes_are_icrc_drops() {
+    attack(
+        "127.0.9.46",
+        "127.0.9.47",
+        "127.0.9.48",
+        Some(IcrcPolicy::RecoverId),
     );
 }
 
