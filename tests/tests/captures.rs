@@ -106,6 +106,72 @@ fn real_captures_verdicts_counts_and_histograms() {
     assert_eq!(total, 5355);
 }
 
+/// What a UDP socket sees of every complete IPv4 RoCEv2 packet (addresses, ports, length, TOS
+/// and TTL; not the IPv4 identification, which the ICRC covers) is enough for the driver's
+/// default receive policy (`IcrcPolicy::RecoverId`) to verify it: the hardware and rxe
+/// packets are accepted with exactly the identification they carried (ID 0 matches at once,
+/// any other is recovered), and the packets whose UDP source port the capture path rewrote are
+/// refused, as a real NIC would.
+#[test]
+fn real_captures_pass_the_udp_drivers_default_icrc_check_from_socket_facts_alone() {
+    use roce_provider::udp::IcrcVerdict as V;
+    use roce_provider::udp::{check_icrc, HeaderFacts, IcrcCounters, IcrcPolicy, WireHeaders};
+    let test = "real_captures_pass_the_udp_drivers_default_icrc_check_from_socket_facts_alone";
+    let Some((dir, expected)) = files(test) else {
+        return;
+    };
+    assert_eq!(IcrcPolicy::default(), IcrcPolicy::RecoverId);
+    let (mut accepted, mut refused, mut nonzero) = (0u64, 0u64, 0u64);
+    for e in expected {
+        let c = IcrcCounters::default();
+        each_roce(&dir.join(e.file), |n, data, rf| {
+            let ip = &data[rf.l3_offset..];
+            if rf.version != RoceVersion::V2 || rf.truncated || ip[0] >> 4 != 4 {
+                return;
+            }
+            let ihl = (ip[0] & 0x0F) as usize * 4;
+            let (udp, id) = (&ip[ihl..], u16::from_be_bytes([ip[4], ip[5]]));
+            let facts = HeaderFacts {
+                src: IpAddr::from(<[u8; 4]>::try_from(&ip[12..16]).unwrap()),
+                dst: IpAddr::from(<[u8; 4]>::try_from(&ip[16..20]).unwrap()),
+                sport: u16::from_be_bytes([udp[0], udp[1]]),
+                dport: u16::from_be_bytes([udp[2], udp[3]]),
+                payload_len: rf.transport.len(),
+                ip_id: 0,
+                tos: ip[1],
+                ttl: ip[8],
+            };
+            let h = WireHeaders::new(&facts);
+            let v = check_icrc(&h, false, rf.transport, IcrcPolicy::default(), &c);
+            if e.icrc == Icrc::AllValid {
+                let want = if id == 0 {
+                    V::Verified
+                } else {
+                    V::RecoveredId(id)
+                };
+                assert_eq!(v, want, "{} frame {n}", e.file);
+                accepted += 1;
+                nonzero += (id != 0) as u64;
+            } else {
+                assert_eq!(
+                    v,
+                    V::Bad,
+                    "{} frame {n}: a rewritten port must fail",
+                    e.file
+                );
+                refused += 1;
+            }
+        });
+    }
+    // every complete IPv4 RoCEv2 packet of SOURCES.md's files, ConnectX, Huawei and rxe alike
+    eprintln!("{test}: {accepted} accepted ({nonzero} with a nonzero ID), {refused} refused");
+    assert!(
+        accepted > 1500 && nonzero > 1000,
+        "{accepted} accepted, {nonzero} with an ID"
+    );
+    assert!(refused > 50, "{refused} refused");
+}
+
 /// tshark's `infiniband.bth.opcode` histogram of every file equals ours and the table's.
 #[test]
 fn real_captures_match_tshark_histograms() {

@@ -61,7 +61,7 @@ impl Config {
             fault_seed: 0x5eed_f00d,
             fault_all: false,
             fault_acks: false,
-            icrc_policy: IcrcPolicy::AssumeZeroElseAccept,
+            icrc_policy: IcrcPolicy::RecoverId,
             spin: Duration::from_micros(50),
             progress_thread: true,
             min_unacked_psns: roce_emu::MAX_UNACKED_PSNS,
@@ -141,14 +141,14 @@ impl Config {
         if let Some(s) = get("ROCE_ICRC_POLICY") {
             c.icrc_policy = match s.trim().to_ascii_lowercase().as_str() {
                 "strict" => IcrcPolicy::Strict,
-                "assume-zero" | "assume_zero" | "default" => IcrcPolicy::AssumeZeroElseAccept,
+                "assume-zero" | "assume_zero" => IcrcPolicy::AssumeZeroElseAccept,
                 "trust" | "skip" => IcrcPolicy::Trust,
-                "recover" | "recover-id" | "recover_id" => IcrcPolicy::RecoverId,
+                "recover" | "recover-id" | "recover_id" | "default" => IcrcPolicy::RecoverId,
                 _ => {
                     warn(format!(
-                        "ROCE_ICRC_POLICY={s:?}: use strict, assume-zero, trust or recover; using assume-zero"
+                        "ROCE_ICRC_POLICY={s:?}: use recover, strict, assume-zero or trust; using recover"
                     ));
-                    IcrcPolicy::AssumeZeroElseAccept
+                    IcrcPolicy::RecoverId
                 }
             };
         }
@@ -211,7 +211,7 @@ mod tests {
             ("ROCE_MTU", "4096"),
             ("ROCE_LOSS", "2%"),
             ("ROCE_REORDER", "0.01"),
-            ("ROCE_ICRC_POLICY", "recover"),
+            ("ROCE_ICRC_POLICY", "assume-zero"),
             ("ROCE_FAULT_SEED", "0x10"),
         ]
         .into_iter()
@@ -221,7 +221,9 @@ mod tests {
         assert_eq!(c.mtu, 4096);
         assert!((c.loss - 0.02).abs() < 1e-9);
         assert!((c.reorder - 0.01).abs() < 1e-9);
-        assert_eq!(c.icrc_policy, IcrcPolicy::RecoverId);
+        assert_eq!(c.icrc_policy, IcrcPolicy::AssumeZeroElseAccept);
+        let d = Config::from_lookup(|_| None);
+        assert_eq!(d.icrc_policy, IcrcPolicy::RecoverId, "the default");
         assert_eq!(c.fault_seed, 16);
         assert_eq!(c.netdev_mtu(), 4176);
     }

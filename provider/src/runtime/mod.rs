@@ -44,7 +44,7 @@
 //! | `ROCE_FAULT_SEED` | fixed | seed of the injector |
 //! | `ROCE_FAULT_ALL` | unset | `1`: inject faults into UC/UD too (default RC only: the unreliable transports have no recovery, so their tools would hang) |
 //! | `ROCE_FAULT_ACKS` | unset | `1`: also drop/reorder plain RC ACK/NAK packets (default off: a lost *final* ACK leaves the peer retrying forever once the other program exited, `retry_cnt = 7` being infinite as in rxe) |
-//! | `ROCE_ICRC_POLICY` | `assume-zero` | `strict`, `assume-zero`, `trust`, `recover` ([`crate::udp::IcrcPolicy`]) |
+//! | `ROCE_ICRC_POLICY` | `recover` | `recover`, `strict`, `assume-zero`, `trust` ([`crate::udp::IcrcPolicy`]) |
 //! | `ROCE_SPIN_US` | `50` | how long the progress thread spins after activity |
 //! | `ROCE_UNACKED_FLOOR` | `128` | lowest RC limit on unacknowledged PSNs after a loss (emu README, deviation 12; 128 = rxe's fixed limit) |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
