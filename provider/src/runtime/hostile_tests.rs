@@ -213,8 +213,8 @@ fn attack(dev: &str, peer: &str, attacker: &str, policy: Option<IcrcPolicy>) {
     let mut hostile: Vec<(Vec<u8>, Option<&str>)> = Vec::new();
     let mut seed = 0x5EED_u64;
     // An empty datagram, runts (shorter than BTH + ICRC), random bytes, and more than any
-    // packet the device could send (9000 and 60000 bytes).
-    let sizes = [0usize, 1, 3, 11, 12, 15, 9000, 60_000]
+    // packet the device could send (9000 and 60000 bytes, and the largest UDP payload).
+    let sizes = [0usize, 1, 3, 11, 12, 15, 9000, 60_000, 65_507]
         .into_iter()
         .chain((0..40).map(|_| 16 + (next(&mut seed) % 300) as usize))
         .collect::<Vec<_>>();
