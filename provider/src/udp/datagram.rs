@@ -224,11 +224,7 @@ impl RecvBatch {
     }
 
     fn slot_segments(&self, i: usize) -> usize {
-        let len = self.meta[i].len;
-        match self.info[i].gro_size {
-            Some(g) if g > 0 && len > g as usize => len.div_ceil(g as usize),
-            _ => 1,
-        }
+        gro_segments(self.meta[i].len, self.info[i].gro_size)
     }
 
     /// The raw buffer of slot `i` (GRO-coalesced when `gro_size(i)` is set).
@@ -271,6 +267,15 @@ impl RecvBatch {
     }
 }
 
+/// How many datagrams a GRO buffer of `len` bytes holds: what [`split_gro`] yields (an empty
+/// buffer is one empty datagram).
+fn gro_segments(len: usize, gro_size: Option<u16>) -> usize {
+    match gro_size {
+        Some(g) if g > 0 && len > g as usize => len.div_ceil(g as usize),
+        _ => 1,
+    }
+}
+
 /// Splits a GRO buffer into its datagrams: equal `gro_size` pieces, the last possibly shorter.
 /// Without a segment size the whole buffer is one datagram.
 pub fn split_gro(buf: &[u8], gro_size: Option<u16>) -> impl Iterator<Item = &[u8]> {
@@ -306,6 +311,20 @@ mod tests {
             [&[] as &[u8]]
         );
         assert_eq!(split_gro(&[], None).count(), 1);
+    }
+
+    /// `RecvBatch::datagrams` (which counts) and `RecvBatch::iter` (which hands datagrams to the
+    /// engine) agree for every buffer length and segment size, and the pieces are the buffer.
+    #[test]
+    fn gro_split_count_matches_the_count_for_every_length() {
+        let b: Vec<u8> = (0..300u32).map(|i| i as u8).collect();
+        for len in 0..=b.len() {
+            for g in std::iter::once(None).chain((0..=301u16).map(Some)) {
+                let parts: Vec<&[u8]> = split_gro(&b[..len], g).collect();
+                assert_eq!(parts.len(), gro_segments(len, g), "len {len} gro {g:?}");
+                assert_eq!(parts.concat(), &b[..len]);
+            }
+        }
     }
 
     #[test]
