@@ -122,13 +122,15 @@ impl InDatagram<'_> {
     pub fn check_icrc(&self, policy: IcrcPolicy, counters: &IcrcCounters) -> IcrcVerdict {
         let v4 = self.src.is_ipv4() && self.dst.is_ipv4();
         let exact = !v4 || self.ip_id.is_some();
-        // The ICRC computed from the facts (no header rebuild); the rebuilt headers only for
-        // what that cannot take (mixed address families, a runt) and for solving for the ID.
+        let id = self
+            .ip_id
+            .unwrap_or_else(|| gso_segment_ip_id(self.gro_index as usize));
+        // The ICRC computed from the facts (no header rebuild), once: `matches` compares it,
+        // `recover` solves its difference from the stored one for the real ID. The rebuilt
+        // headers only for what that cannot take (mixed address families, a runt).
+        let computed = std::cell::Cell::new(None::<u32>);
         let matches = || {
             let n = self.payload.len();
-            let id = self
-                .ip_id
-                .unwrap_or_else(|| gso_segment_ip_id(self.gro_index as usize));
             let fast = (n >= 16).then(|| {
                 let (body, tail) = self.payload.split_at(n - roce_wire::ICRC_LEN);
                 roce_wire::icrc::compute_udp(
@@ -139,20 +141,29 @@ impl InDatagram<'_> {
                     id,
                     body,
                 )
-                .map(|c| cfg!(fuzzing) || c.to_le_bytes() == tail)
+                .map(|c| {
+                    computed.set(Some(c));
+                    cfg!(fuzzing) || c.to_le_bytes() == tail
+                })
             });
             match fast.flatten() {
                 Some(m) => m,
                 None => self.wire_headers().verify_icrc(self.payload).is_ok(),
             }
         };
-        icrc_verdict(
-            exact,
-            policy,
-            matches,
-            || recover_ipv4_id(&self.wire_headers(), self.payload),
-            counters,
-        )
+        let recover = || match computed.get() {
+            Some(c) if v4 => {
+                let n = self.payload.len();
+                let stored = u32::from_le_bytes(self.payload[n - 4..].try_into().ok()?);
+                // as in `recover_ipv4_id`: the ID is followed by the rest of the IPv4 header,
+                // the UDP header and BTH .. payload
+                use roce_wire::icrc::{IPV4_HEADER_LEN, UDP_HEADER_LEN};
+                let after = (IPV4_HEADER_LEN - 6 + UDP_HEADER_LEN + n - roce_wire::ICRC_LEN) as u64;
+                super::idsolve::solve_field_delta(stored ^ c, after).map(|d| id ^ d)
+            }
+            _ => recover_ipv4_id(&self.wire_headers(), self.payload),
+        };
+        icrc_verdict(exact, policy, matches, recover, counters)
     }
 }
 
@@ -323,6 +334,60 @@ mod tests {
                 let parts: Vec<&[u8]> = split_gro(&b[..len], g).collect();
                 assert_eq!(parts.len(), gro_segments(len, g), "len {len} gro {g:?}");
                 assert_eq!(parts.concat(), &b[..len]);
+            }
+        }
+    }
+
+    /// Under `RecoverId` a datagram whose sender used another IPv4 ID (kernel rxe, hardware, a
+    /// GSO segment received without GRO) is accepted with exactly that ID, solved from the CRC
+    /// already computed for the guess; one corrupted bit makes it bad. Every length from a bare
+    /// BTH to 4 KiB of payload, at GRO index 0 and 3.
+    #[test]
+    fn recover_id_finds_the_senders_id_from_the_one_crc() {
+        use super::super::{IcrcCounters, IcrcPolicy, IcrcVerdict};
+        let (src, dst) = ("198.18.0.1".parse().unwrap(), "198.18.0.2".parse().unwrap());
+        let counters = IcrcCounters::default();
+        for (n, id) in [
+            (16usize, 0x1234u16),
+            (20, 1),
+            (80, 0xFFFF),
+            (1040, 0x8001),
+            (4112, 47),
+        ] {
+            let mut d = vec![0u8; 28 + n];
+            for (i, b) in d[28..].iter_mut().enumerate() {
+                *b = (i * 7 + 1) as u8;
+            }
+            d[0] = 0x45;
+            d[2..4].copy_from_slice(&((28 + n) as u16).to_be_bytes());
+            d[4..6].copy_from_slice(&id.to_be_bytes());
+            d[6] = 0x40;
+            d[9] = 17;
+            d[12..16].copy_from_slice(&[198, 18, 0, 1]);
+            d[16..20].copy_from_slice(&[198, 18, 0, 2]);
+            d[20..22].copy_from_slice(&0xC001u16.to_be_bytes());
+            d[22..24].copy_from_slice(&4791u16.to_be_bytes());
+            d[24..26].copy_from_slice(&((8 + n) as u16).to_be_bytes());
+            roce_wire::icrc::fill_ipv4_datagram(&mut d).unwrap();
+            for gro_index in [0u16, 3] {
+                let mut dg = InDatagram {
+                    src: SocketAddr::new(src, 0xC001),
+                    dst,
+                    dst_port: 4791,
+                    tos: None,
+                    ttl: None,
+                    ip_id: None,
+                    payload: &d[28..],
+                    gro_index,
+                    truncated: false,
+                };
+                let v = dg.check_icrc(IcrcPolicy::RecoverId, &counters);
+                assert_eq!(v, IcrcVerdict::RecoveredId(id), "n {n} gro {gro_index}");
+                let mut bad = d[28..].to_vec();
+                bad[n / 2] ^= 0x10;
+                dg.payload = &bad;
+                let v = dg.check_icrc(IcrcPolicy::RecoverId, &counters);
+                assert_eq!(v, IcrcVerdict::Bad, "n {n} gro {gro_index}: corrupted");
             }
         }
     }

@@ -8,9 +8,10 @@
 //! every burst of ≤ 32 bits, so `L` is injective and the answer is unique.
 //!
 //! The price is strength: a corrupted packet passes with probability 2⁻¹⁶ instead of 2⁻³², since
-//! 16 of the 32 check bits are spent finding the identification. Cost: 0.6–1.1 µs per packet
-//! including the CRC (release build), with a per-thread cache of 16-word tables per length.
-//! The same tables patch a CRC for a changed 16-bit field in ~15 ns ([`field_delta_crc`]).
+//! 16 of the 32 check bits are spent finding the identification. A per-thread cache keeps, per
+//! packet length, the 16-word basis and its elimination, so a solve is at most 32 table steps
+//! once the length was seen; the same basis patches a CRC for a changed 16-bit field in ~15 ns
+//! ([`field_delta_crc`]).
 //!
 //! Shifting a CRC state through `n` zero bytes is multiplication by `x^(8n) mod P`, computed as in
 //! zlib's `crc32_combine` (`multmodp`, `x2nmodp`).
@@ -103,42 +104,54 @@ fn basis_uncached(after: u64) -> [u32; 16] {
     v
 }
 
-/// [`basis_uncached`] through a small per-thread direct-mapped cache: packet lengths repeat, and
-/// computing a basis (~1 µs) is most of the cost of a patch or a solve.
-fn basis(after: u64) -> [u32; 16] {
+/// The eliminated basis: `rows[b]` is `(r, m)` with `L(m) == r` and `b` the highest set bit of
+/// `r` (`(0, 0)`: no row has that top bit).
+type Rows = [(u32, u16); 32];
+
+/// What is cached per length: the basis (for patches) and its elimination (for solves).
+#[derive(Clone, Copy)]
+struct Tables {
+    after: u64,
+    basis: [u32; 16],
+    rows: Rows,
+}
+
+/// Runs `f` on the tables for `after` from a small per-thread direct-mapped cache: packet lengths
+/// repeat, and computing a basis (~1 µs) and eliminating it are most of the cost of a patch or a
+/// solve.
+fn with_tables<R>(after: u64, f: impl FnOnce(&Tables) -> R) -> R {
     use std::cell::RefCell;
-    type Slot = (u64, [u32; 16]);
+    const EMPTY: Tables = Tables {
+        after: u64::MAX,
+        basis: [0; 16],
+        rows: [(0, 0); 32],
+    };
     thread_local! {
-        static CACHE: RefCell<[Slot; 8]> = const { RefCell::new([(u64::MAX, [0; 16]); 8]) };
+        static CACHE: RefCell<[Tables; 8]> = const { RefCell::new([EMPTY; 8]) };
     }
     CACHE.with(|c| {
         let mut t = c.borrow_mut();
         let slot = (after ^ (after >> 3) ^ (after >> 7)) as usize & 7;
-        if t[slot].0 != after {
-            t[slot] = (after, basis_uncached(after));
+        if t[slot].after != after {
+            let basis = basis_uncached(after);
+            t[slot] = Tables {
+                after,
+                basis,
+                rows: eliminate(&basis),
+            };
         }
-        t[slot].1
+        f(&t[slot])
     })
 }
 
 /// Finds `delta` (16 bits) with `L(delta) == diff`, where `L` is the CRC effect of XOR-ing
 /// `delta` into a 16-bit big-endian field followed by `after` bytes. `None` if no delta fits.
 pub fn solve_field_delta(diff: u32, after: u64) -> Option<u16> {
-    let v = basis(after);
-    // Gaussian elimination: rows keyed by their highest set bit.
-    let mut rows: [(u32, u16); 32] = [(0, 0); 32];
-    for (i, &vi) in v.iter().enumerate() {
-        let (mut r, mut m) = (vi, 1u16 << i);
-        while r != 0 {
-            let top = 31 - r.leading_zeros() as usize;
-            if rows[top].0 == 0 {
-                rows[top] = (r, m);
-                break;
-            }
-            r ^= rows[top].0;
-            m ^= rows[top].1;
-        }
-    }
+    with_tables(after, |t| reduce(&t.rows, diff))
+}
+
+/// Reduces `diff` by the eliminated rows: the combination of unit deltas that produces it.
+fn reduce(rows: &Rows, diff: u32) -> Option<u16> {
     let (mut t, mut x) = (diff, 0u16);
     while t != 0 {
         let top = 31 - t.leading_zeros() as usize;
@@ -151,21 +164,40 @@ pub fn solve_field_delta(diff: u32, after: u64) -> Option<u16> {
     Some(x)
 }
 
+/// Gaussian elimination of the basis: rows keyed by their highest set bit.
+fn eliminate(v: &[u32; 16]) -> Rows {
+    let mut rows: Rows = [(0, 0); 32];
+    for (i, &vi) in v.iter().enumerate() {
+        let (mut r, mut m) = (vi, 1u16 << i);
+        while r != 0 {
+            let top = 31 - r.leading_zeros() as usize;
+            if rows[top].0 == 0 {
+                rows[top] = (r, m);
+                break;
+            }
+            r ^= rows[top].0;
+            m ^= rows[top].1;
+        }
+    }
+    rows
+}
+
 /// The CRC change caused by XOR-ing `delta` into a big-endian 16-bit field that is followed by
 /// `after` more bytes of CRC input. XOR it into a CRC to patch the field without recomputing.
 pub fn field_delta_crc(delta: u16, after: u64) -> u32 {
     if delta == 0 {
         return 0;
     }
-    let v = basis(after);
-    let mut r = 0u32;
-    let mut d = delta;
-    while d != 0 {
-        let i = d.trailing_zeros() as usize;
-        r ^= v[i];
-        d &= d - 1;
-    }
-    r
+    with_tables(after, |t| {
+        let mut r = 0u32;
+        let mut d = delta;
+        while d != 0 {
+            let i = d.trailing_zeros() as usize;
+            r ^= t.basis[i];
+            d &= d - 1;
+        }
+        r
+    })
 }
 
 #[cfg(test)]
