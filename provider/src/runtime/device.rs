@@ -306,12 +306,14 @@ impl Drop for Device {
         }
         drop(e);
         if std::env::var_os("ROCE_STATS_AT_CLOSE").is_some_and(|v| v == "1") {
-            // The statistics file goes away with the device: print the runtime counters.
+            // The statistics file goes away with the device: print what it would hold (the
+            // engine's counters, the driver's ICRC verdicts, the runtime's), the nonzero ones.
             use std::io::Write as _;
             let c: Vec<String> = self
                 .shared
-                .ctr
-                .iter()
+                .stats()
+                .counters
+                .into_iter()
                 .filter(|(_, v)| *v != 0)
                 .map(|(n, v)| format!("{n}={v}"))
                 .collect();

@@ -49,7 +49,7 @@
 //! | `ROCE_UNACKED_FLOOR` | `128` | lowest RC limit on unacknowledged PSNs after a loss (emu README, deviation 12; 128 = rxe's fixed limit) |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
 //! | `ROCE_STAT_DIR` | `$XDG_RUNTIME_DIR/roce` or `/tmp/roce-<uid>` | where counters are written for `roce stat` |
-//! | `ROCE_STATS_AT_CLOSE` | unset | `1`: print the runtime counters (`tx_flushes`, `thread_sleeps`, …) on stderr when the device closes |
+//! | `ROCE_STATS_AT_CLOSE` | unset | `1`: print the nonzero counters (engine, ICRC verdicts, runtime: what `roce stat` shows) on stderr when the device closes |
 //! | `ROCE_QUIET` | unset | `1`: the diagnostics (one per QP and classic verbs mistake, see `roce_emu::diag`) go to `tracing` only, not to stderr; `roce stat` counts them (`diag_*`) either way |
 //!
 //! # Using it (the API other layers build on)
