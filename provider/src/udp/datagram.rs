@@ -4,8 +4,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use super::cmsg::{self, RecvInfo};
 use super::headers::{
-    gso_segment_ip_id, icrc_verdict, recover_ipv4_id, HeaderFacts, IcrcCounters, IcrcPolicy,
-    IcrcVerdict, WireHeaders,
+    gso_segment_ip_id, icrc_verdict, recover_ipv4_id, solve_ipv4_id, HeaderFacts, IcrcCounters,
+    IcrcPolicy, IcrcVerdict, WireHeaders,
 };
 use super::sys::{RecvMeta, RecvSlots};
 use roce_wire::ROCE_V2_UDP_PORT;
@@ -153,13 +153,8 @@ impl InDatagram<'_> {
         };
         let recover = || match computed.get() {
             Some(c) if v4 => {
-                let n = self.payload.len();
-                let stored = u32::from_le_bytes(self.payload[n - 4..].try_into().ok()?);
-                // as in `recover_ipv4_id`: the ID is followed by the rest of the IPv4 header,
-                // the UDP header and BTH .. payload
-                use roce_wire::icrc::{IPV4_HEADER_LEN, UDP_HEADER_LEN};
-                let after = (IPV4_HEADER_LEN - 6 + UDP_HEADER_LEN + n - roce_wire::ICRC_LEN) as u64;
-                super::idsolve::solve_field_delta(stored ^ c, after).map(|d| id ^ d)
+                let stored = roce_wire::icrc::stored(self.payload).ok()?;
+                solve_ipv4_id(stored, c, id, self.payload.len())
             }
             _ => recover_ipv4_id(&self.wire_headers(), self.payload),
         };

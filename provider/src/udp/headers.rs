@@ -328,11 +328,26 @@ pub fn recover_ipv4_id(h: &WireHeaders, payload: &[u8]) -> Option<u16> {
     let body = &payload[..payload.len() - roce_wire::ICRC_LEN];
     let computed = icrc::compute(h.network(), body).ok()?;
     let stored = icrc::stored(payload).ok()?;
-    // The ICRC input is 8 bytes of LRH, then the IPv4 header (ID at bytes 4..6), UDP, transport:
-    // the ID is followed by 14 + 8 + body.len() bytes.
-    let after = (IPV4_HEADER_LEN - 6 + UDP_HEADER_LEN + body.len()) as u64;
-    let delta = super::idsolve::solve_field_delta(stored ^ computed, after)?;
-    Some(u16::from_be_bytes([h.ip[4], h.ip[5]]) ^ delta)
+    solve_ipv4_id(
+        stored,
+        computed,
+        u16::from_be_bytes([h.ip[4], h.ip[5]]),
+        payload.len(),
+    )
+}
+
+/// The IPv4 identification that makes the `stored` ICRC of a payload (BTH .. ICRC) of
+/// `payload_len` bytes match, given the CRC `computed` for the same packet with identification
+/// `guess`: their difference is the CRC effect of `guess ^ id` alone. `None` if no
+/// identification does.
+pub(crate) fn solve_ipv4_id(
+    stored: u32,
+    computed: u32,
+    guess: u16,
+    payload_len: usize,
+) -> Option<u16> {
+    let after = after_field(IPV4_HEADER_LEN, 4, payload_len);
+    super::idsolve::solve_field_delta(stored ^ computed, after).map(|d| guess ^ d)
 }
 
 /// Bytes of ICRC input after a 16-bit field at `at` (offset in the IP+UDP headers as sent),
