@@ -284,40 +284,65 @@ pub fn pingpong(size: usize, iters: usize) -> io::Result<PingPong> {
 
 /// [`pingpong`]'s raw round-trip samples (warm-up excluded) and the count of lost round trips.
 pub fn pingpong_samples(size: usize, iters: usize) -> io::Result<(Vec<Duration>, usize)> {
+    pingpong_shaped(size, 0, iters)
+}
+
+/// Size of a plain RC ACK on the wire (BTH 12 + AETH 4 + ICRC 4).
+pub const RC_ACK_BYTES: usize = 20;
+
+/// [`pingpong_samples`] in the shape of an RC Send/Recv ping-pong: every datagram is followed
+/// by an `ack`-byte one in the same UDP GSO send (what an RC responder's ACK costs when it
+/// leaves with the reply, as our datapath sends it), received with GRO. `ack` 0: the plain
+/// ping-pong (no GSO, no GRO).
+pub fn pingpong_shaped(
+    size: usize,
+    ack: usize,
+    iters: usize,
+) -> io::Result<(Vec<Duration>, usize)> {
     let size = size.clamp(1, 65507 - 40);
+    let ack = ack.min(size);
     let iters = iters.max(1);
-    let mut a = Socket::bind(SRC, cfg(false, false))?;
-    let mut b = Socket::bind(DST, cfg(false, false))?;
+    let (gso, gro) = (ack > 0, ack > 0);
+    let mut a = Socket::bind(SRC, cfg(gso, gro))?;
+    let mut b = Socket::bind(DST, cfg(gso, gro))?;
     let (pa, pb) = (a.local_addr(), b.local_addr());
     let stop = Arc::new(AtomicBool::new(false));
+    let slot = (size + ack).max(64);
+    fn out(dst: std::net::SocketAddr, buf: &[u8], gso: Option<u16>) -> OutDatagram<'_> {
+        let mut o = OutDatagram::new(dst.ip(), 0, buf);
+        o.dst_port = dst.port();
+        o.gso_size = gso;
+        o
+    }
+    let gso_size = (ack > 0).then_some(size as u16);
     let echo = {
         let stop = stop.clone();
         std::thread::spawn(move || -> io::Result<()> {
             pin(1);
-            let mut batch = RecvBatch::with_layout(4, size.max(64), 0);
-            let mut buf = vec![0u8; size];
+            let mut batch = RecvBatch::with_layout(4, slot, 0);
+            let mut buf = vec![0u8; size + ack];
             while !stop.load(Ordering::Relaxed) {
                 if b.recv_batch(&mut batch, Wait::NonBlocking)? == 0 {
                     std::hint::spin_loop();
                     continue;
                 }
-                for d in batch.iter() {
-                    let n = d.payload.len().min(buf.len());
+                if let Some(d) = batch.iter().next() {
+                    let n = d.payload.len().min(size);
                     buf[..n].copy_from_slice(&d.payload[..n]);
                 }
-                let mut o = OutDatagram::new(pa.ip(), 0, &buf);
-                o.dst_port = pa.port();
-                b.send_batch(&[o], Wait::Block(Some(Duration::from_millis(100))))?;
+                b.send_batch(
+                    &[out(pa, &buf, gso_size)],
+                    Wait::Block(Some(Duration::from_millis(100))),
+                )?;
             }
             Ok(())
         })
     };
     let pinger = std::thread::spawn(move || -> io::Result<(Vec<Duration>, usize)> {
         pin(0);
-        let mut batch = RecvBatch::with_layout(4, size.max(64), 0);
-        let payload = vec![0xA5u8; size];
-        let mut o = OutDatagram::new(pb.ip(), 0, &payload);
-        o.dst_port = pb.port();
+        let mut batch = RecvBatch::with_layout(4, slot, 0);
+        let payload = vec![0xA5u8; size + ack];
+        let o = out(pb, &payload, gso_size);
         let warm = (iters / 10).clamp(10, 1000);
         let mut rtts = Vec::with_capacity(iters);
         let mut lost = 0;
@@ -398,5 +423,12 @@ mod tests {
             }
             Err(e) => eprintln!("ping-pong completed no round trip (starved machine?): {e}"),
         }
+        let (rtts, lost) = pingpong_shaped(80, RC_ACK_BYTES, 200).unwrap();
+        eprintln!("with an ACK: {} round trips, {lost} lost", rtts.len());
+        // each round trip carries two datagrams as one GSO send: one came back at least
+        assert!(
+            !rtts.is_empty(),
+            "no round trip with an ACK completed ({lost} lost)"
+        );
     }
 }

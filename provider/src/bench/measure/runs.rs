@@ -104,15 +104,17 @@ pub(super) fn run_bw(
 pub(super) const LAT_ROUNDS: usize = 5;
 
 /// The 64-byte Send/Recv ping-pong, in [`LAT_ROUNDS`] rounds on one QP, each followed by a
-/// round of the raw UDP ping-pong (`dgram` bytes) when `baseline`: on a shared machine the load
-/// changes within seconds, and interleaving exposes both to the same moments. Returns the RoCE
-/// result, the baseline over all its rounds, and the round trips made (warm-ups included).
+/// round of the raw UDP ping-pong (`dgram` bytes) and one of the same carrying an RC ACK
+/// ([`baseline::pingpong_shaped`]) when `baseline`: on a shared machine the load changes
+/// within seconds, and interleaving exposes all three to the same moments. Returns the RoCE
+/// result, the two baselines over all their rounds, and the round trips made (warm-ups
+/// included).
 pub(super) fn run_lat(
     a: &Side,
     passive: &mut dyn Passive,
     iters: usize,
     baseline: Option<usize>,
-) -> Result<(LatResult, Option<PingPong>, usize), String> {
+) -> Result<(LatResult, [Option<PingPong>; 2], usize), String> {
     let rounds = if iters >= 100 * LAT_ROUNDS {
         LAT_ROUNDS
     } else {
@@ -121,6 +123,7 @@ pub(super) fn run_lat(
     let per = iters.div_ceil(rounds);
     let (mut rtts, mut made) = (Vec::with_capacity(iters), 0);
     let (mut raw, mut lost) = (Vec::new(), 0);
+    let (mut acked, mut acked_lost) = (Vec::new(), 0);
     for _ in 0..rounds {
         // A fresh QP pair per round: the passive side's echo thread stops (it busy-polls)
         // while the raw UDP ping-pong runs.
@@ -146,10 +149,15 @@ pub(super) fn run_lat(
                 raw.extend(r);
                 lost += l;
             }
+            if let Ok((r, l)) = baseline::pingpong_shaped(dgram, baseline::RC_ACK_BYTES, per) {
+                acked.extend(r);
+                acked_lost += l;
+            }
         }
     }
     let base = baseline.and_then(|d| PingPong::from_samples(d, raw, lost).ok());
-    Ok((lat_result(rtts), base, made))
+    let acked = baseline.and_then(|d| PingPong::from_samples(d, acked, acked_lost).ok());
+    Ok((lat_result(rtts), [base, acked], made))
 }
 
 pub(super) fn steps(plan: &Plan) -> usize {
@@ -220,12 +228,12 @@ pub(super) fn run_all(
         prog.step("RC Send/Recv latency 64 B");
         let c0 = plan.counters.then(|| CounterSnap::take(a, passive.side()));
         let dgram = baseline.then(|| datagram_size(Op::Lat, 64, plan.mtu));
-        let (r, b, made) = run_lat(a, passive, plan.iters, dgram)?;
+        let (r, [b, acked], made) = run_lat(a, passive, plan.iters, dgram)?;
         if let Some(c0) = c0 {
             let c1 = CounterSnap::take(a, passive.side());
             c0.print(&c1, made as u64, "latency 64 B", prog.err);
         }
-        rep.lat = Some(LatRow::new(r, b));
+        rep.lat = Some(LatRow::new(r, b, acked));
     }
     if plan.check {
         prog.step("check: raw UDP one datagram per packet");
