@@ -7,6 +7,7 @@
 //!
 //!     cargo bench -p roce-emu --bench engine
 //!     ROCE_BENCH_SECS=3 cargo bench -p roce-emu --bench engine
+//!     ROCE_BENCH_ONLY=write|send|write64 cargo bench -p roce-emu --bench engine
 //!
 //! For instruction counts (repeatable where wall clock is not):
 //!
@@ -557,11 +558,17 @@ fn main() {
     // load change hits both sides of a ratio. Report medians over the slices.
     let slices = 15;
     let t = secs / slices as f64 / 5.0;
+    // WRITE 64 B is not an issue-3 target: it is the engine-only side of issue 6's 64-byte
+    // Write message rate (what the engine does per message with no system call at all).
     for (name, op, len) in [
         ("RDMA WRITE 4 KiB", WrOpcode::RdmaWrite, 4096u32),
         ("SEND 64 B", WrOpcode::Send, 64),
+        ("RDMA WRITE 64 B", WrOpcode::RdmaWrite, 64),
     ] {
-        if only == "write" && op != WrOpcode::RdmaWrite || only == "send" && op != WrOpcode::Send {
+        if only == "write" && (op != WrOpcode::RdmaWrite || len != 4096)
+            || only == "send" && op != WrOpcode::Send
+            || only == "write64" && (op != WrOpcode::RdmaWrite || len != 64)
+        {
             continue;
         }
         let mut wc = vec![WorkCompletion::default(); 256];
@@ -618,8 +625,13 @@ fn main() {
         );
         println!("  baseline, same mix  {:>10.0} pkts/s", median(&mut bs));
         println!(
-            "  ratio SimNet engine / baseline over the same packets = {:.2}   (target >= 0.60)",
-            median(&mut rs)
+            "  ratio SimNet engine / baseline over the same packets = {:.2}   ({})",
+            median(&mut rs),
+            if op == WrOpcode::RdmaWrite && len == 64 {
+                "information, not an issue-3 target"
+            } else {
+                "target >= 0.60"
+            }
         );
         println!(
             "  engine, NICs wired  {:>10.0} pkts/s = data + ACKs ({:.3} ACKs per data packet: no scheduler, ACKs queued behind a burst coalesce)",
