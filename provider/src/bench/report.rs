@@ -146,6 +146,9 @@ pub struct Report {
     pub mmsg_64k: Option<Baseline>,
     /// Same at the 64 B Write datagram size.
     pub mmsg_64b: Option<Baseline>,
+    /// `--check`: raw UDP GSO+GRO plus one payload copy and the ICRC per packet on each side,
+    /// at the 64 KiB points' datagram size (information, no target).
+    pub floor_64k: Option<Baseline>,
     /// Loss and scale.
     pub scale: Option<Scale>,
     /// Issue-6 checks (with `--check`).
@@ -166,6 +169,7 @@ impl Report {
             lat: None,
             mmsg_64k: None,
             mmsg_64b: None,
+            floor_64k: None,
             scale: None,
             checks: Vec::new(),
             perftest: None,
@@ -465,6 +469,32 @@ impl Report {
                 )?;
             }
         }
+        if let Some(f) = self.floor_64k {
+            let vs = |op: Op| {
+                self.row(op, 65536)
+                    .map(|r| format!("{:.2}", r.pkt_per_s() / f.datagrams_per_s.max(1.0)))
+                    .unwrap_or_else(|| "-".into())
+            };
+            let plain = self
+                .row(Op::Write, 65536)
+                .and_then(|r| r.base)
+                .map(|b| {
+                    format!(
+                        " = {:.2} of plain GSO+GRO",
+                        f.datagrams_per_s / b.datagrams_per_s.max(1.0)
+                    )
+                })
+                .unwrap_or_default();
+            writeln!(
+                out,
+                " (information, no target) raw UDP GSO+GRO plus one payload copy and the ICRC per packet on each side, {} B datagrams: {:.2} Gb/s{plain}; RC Write / Read / Send 64 KiB against it: {} / {} / {}",
+                f.datagram_size,
+                f.gbit_per_s,
+                vs(Op::Write),
+                vs(Op::Read),
+                vs(Op::Send)
+            )?;
+        }
         Ok(())
     }
 
@@ -523,6 +553,7 @@ impl Report {
             "latency": lat,
             "mmsg_baseline_64k": self.mmsg_64k,
             "mmsg_baseline_64b": self.mmsg_64b,
+            "gso_gro_copy_icrc_baseline_64k": self.floor_64k,
             "scale": scale,
             "perftest": self.perftest.as_ref().map(|p| {
                 let (lat, bw) = self.perftest_consistency();
