@@ -60,8 +60,11 @@ impl BwRow {
     }
     /// Packet rate over the baseline's datagram rate.
     pub fn ratio(&self) -> Option<f64> {
-        self.base
-            .map(|b| self.pkt_per_s() / b.datagrams_per_s.max(1.0))
+        self.base.map(|b| self.over(b))
+    }
+    /// Packet rate over the datagram rate of baseline `b`.
+    fn over(&self, b: Baseline) -> f64 {
+        self.pkt_per_s() / b.datagrams_per_s.max(1.0)
     }
 }
 
@@ -210,8 +213,7 @@ impl Report {
                 });
             }
         };
-        let vs_mmsg =
-            |r: &BwRow, b: Option<Baseline>| b.map(|b| r.pkt_per_s() / b.datagrams_per_s.max(1.0));
+        let vs_mmsg = |r: &BwRow, b: Option<Baseline>| b.map(|b| r.over(b));
         if let Some(r) = self.row(Op::Write, 65536) {
             ge(
                 "RC Write 64 KiB / raw UDP sendmmsg+recvmmsg (packets/s)".into(),
@@ -472,7 +474,7 @@ impl Report {
         if let Some(f) = self.floor_64k {
             let vs = |op: Op| {
                 self.row(op, 65536)
-                    .map(|r| format!("{:.2}", r.pkt_per_s() / f.datagrams_per_s.max(1.0)))
+                    .map(|r| format!("{:.2}", r.over(f)))
                     .unwrap_or_else(|| "-".into())
             };
             let plain = self

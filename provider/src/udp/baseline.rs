@@ -17,6 +17,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
+use roce_emu::mem::copy_chunked;
 
 /// How the throughput test moves datagrams.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,10 +196,7 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
                         if at + data.len() > region.len() {
                             at = 0;
                         }
-                        let to = &mut region[at..at + data.len()];
-                        for (t, f) in to.chunks_mut(2048).zip(data.chunks(2048)) {
-                            t.copy_from_slice(f);
-                        }
+                        copy_chunked(&mut region[at..at + data.len()], data);
                         at += data.len();
                     }
                     std::hint::black_box(&region);
@@ -272,10 +270,7 @@ pub fn throughput(size: usize, technique: Technique, duration: Duration) -> io::
                             if at + n > region.len() {
                                 at = 0;
                             }
-                            let from = &region[at..at + n];
-                            for (t, f) in seg[12..body].chunks_mut(2048).zip(from.chunks(2048)) {
-                                t.copy_from_slice(f);
-                            }
+                            copy_chunked(&mut seg[12..body], &region[at..at + n]);
                             at += n;
                             let id = super::headers::gso_segment_ip_id(k);
                             let c = roce_wire::icrc::compute_udp(

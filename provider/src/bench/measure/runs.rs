@@ -281,7 +281,7 @@ pub(super) fn run_all(
         if baseline {
             // best of `repeat`, as every point and its baseline
             rep.floor_64k = (0..plan.repeat.max(1))
-                .filter_map(|_| base.floor(datagram_size(Op::Write, 65536, plan.mtu)))
+                .filter_map(|_| base.floor(big))
                 .max_by(|x, y| x.datagrams_per_s.total_cmp(&y.datagrams_per_s));
         }
         if !rep.bw.iter().any(|r| r.op == Op::Write && r.size == 64) {
