@@ -423,7 +423,8 @@ fn drain(nic: &mut Nic, now: Instant, most: usize) -> Vec<(u32, u8, Vec<u8>, RxM
 #[test]
 fn a_retry_after_a_late_ack_resends_the_acked_last_packet_with_its_own_psn() {
     // W1 and W2, 4 packets each (PSNs 0x100-0x103, 0x104-0x107), all received by B; B's ACKs
-    // are held. The ACK timer fires: A rewinds and resends W1's first two packets; then B's
+    // are held. The ACK timer fires twice (a lost probe, then the rewind): A resends W1's
+    // first two packets; then B's
     // ACK of 0x103 arrives (W1 is being resent, so it does not complete, but it acknowledges
     // through 0x103). A finishes resending; its timer fires again. W1 is fully acknowledged:
     // its last packet goes again with its own PSN 0x103 (a duplicate B re-ACKs), not with
@@ -448,7 +449,12 @@ fn a_retry_after_a_late_ack_resends_the_acked_last_packet_with_its_own_psn() {
         .iter()
         .find(|a| a.0 == 0x103)
         .expect("B ACKs W1's last PSN");
-    // the ACK timer fires; two packets of the rewound W1 go out (and are lost)
+    // the ACK timer fires: a probe, W1's first packet with AckReq (deviation 16), is lost
+    now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
+    p.net.nics[ia].handle_timeout(now);
+    let probe = drain(&mut p.net.nics[ia], now, usize::MAX);
+    assert_eq!(probe.iter().map(|x| x.0).collect::<Vec<_>>(), [0x100]);
+    // it fires again: two packets of the rewound W1 go out (and are lost)
     now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
     p.net.nics[ia].handle_timeout(now);
     let again = drain(&mut p.net.nics[ia], now, 2);

@@ -2,7 +2,7 @@
 //! the oldest outstanding send WQE, handles implicit acknowledgement, the retry and RNR
 //! timers and their counters, and maps NAK codes to completion statuses (C.3, C.4, C.9).
 use super::responder::Pkt;
-use super::{Ctx, Qp, NEVER};
+use super::{Ctx, Qp, MAX_RETRANS_BACKOFF, NEVER};
 use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
@@ -46,12 +46,45 @@ impl Qp {
         self.comp.started_retry = false;
     }
 
-    /// Re-arms (or disarms) the retransmit timer after progress.
-    fn rearm(&mut self, now: Instant) {
-        self.comp.retrans_deadline = match self.timeout_ns {
-            Some(t) if self.req.psn.diff(self.comp.psn) > 0 => now.add_nanos(t).0,
-            _ => NEVER,
-        };
+    /// The local ACK timer's period now: the QP's `timeout`, doubled per back-off step.
+    #[inline]
+    fn retrans_period(&self) -> Option<u64> {
+        self.timeout_ns.map(|t| t << self.comp.backoff)
+    }
+
+    /// Arms the local ACK timer one period from `now` (no-op with `timeout` 0).
+    #[inline]
+    pub(crate) fn arm_retrans(&mut self, now: Instant) {
+        if let Some(t) = self.retrans_period() {
+            self.comp.retrans_deadline = now.add_nanos(t).0;
+        }
+    }
+
+    /// After a response: re-arms the local ACK timer while PSNs are outstanding, disarms it
+    /// otherwise. rxe re-arms it at the end of every completer run, so any response keeps a
+    /// transfer alive, including the out-of-order packets of a READ response after a loss,
+    /// which are no progress: a timer re-armed only on progress re-requested a READ whose
+    /// response was still arriving every `timeout` (issue 23). On `progress`, one back-off
+    /// step is undone when it came within half the next shorter period of the previous
+    /// progress: the peer keeps up again.
+    #[inline]
+    fn rearm(&mut self, now: Instant, progress: bool) {
+        if progress {
+            if self.comp.backoff > 0 {
+                if let Some(t) = self.timeout_ns {
+                    let gap = now.0.saturating_sub(self.comp.last_progress);
+                    if gap < (t << (self.comp.backoff - 1)) / 2 {
+                        self.comp.backoff -= 1;
+                    }
+                }
+            }
+            self.comp.last_progress = now.0;
+        }
+        if self.req.psn.diff(self.comp.psn) > 0 {
+            self.arm_retrans(now);
+        } else {
+            self.comp.retrans_deadline = NEVER;
+        }
     }
 
     /// Handles one response packet (ACK flag set in the opcode table).
@@ -64,6 +97,7 @@ impl Qp {
             ctx.ctr.resp_ignored += 1;
             return;
         }
+        self.comp.answered = true;
         let comp_psn_before = self.comp.psn;
         let head_before = self.sq.head;
         // A coalesced ACK first completes the WQEs it covers whole: for each the walk goes
@@ -83,15 +117,19 @@ impl Qp {
         } else if !self.walk_states(ctx, now, p, psn) {
             return;
         }
-        if self.comp.psn != comp_psn_before || self.sq.head != head_before {
-            if !self.req.need_retry {
-                let acked = self.comp.psn.diff(comp_psn_before);
-                if acked > 0 {
-                    self.req.window_grow(acked as u32);
-                }
+        let progress = self.comp.psn != comp_psn_before || self.sq.head != head_before;
+        if let Some(hi) = self.req.probe_hi {
+            if self.comp.psn.diff(hi) >= 0 {
+                self.req.probe_hi = None;
             }
-            self.rearm(now);
         }
+        if progress && !self.req.need_retry {
+            let acked = self.comp.psn.diff(comp_psn_before);
+            if acked > 0 {
+                self.req.window_grow(acked as u32);
+            }
+        }
+        self.rearm(now, progress);
         self.check_sq_drained(ctx);
     }
 
@@ -457,12 +495,31 @@ impl Qp {
         }
         if self.comp.retry_cnt > 0 {
             if self.comp.retry_cnt != 7 {
-                self.comp.retry_cnt -= 1;
+                // A timeout uses one retry per period of the QP's `timeout` it waited, so a
+                // backed-off timer does not stretch the time a dead peer takes to fail.
+                let used = match why {
+                    Trigger::Timeout => 1u8 << self.comp.backoff,
+                    _ => 1,
+                };
+                self.comp.retry_cnt = self.comp.retry_cnt.saturating_sub(used);
+            }
+            if why == Trigger::Timeout && self.may_probe() {
+                // Deviation 16: the first timeout sends one probe instead of the whole window.
+                ctx.ctr.completer_retry_err += 1;
+                ctx.ctr.retry_timeouts += 1;
+                self.back_off();
+                self.req.probe_due = true;
+                self.req.probe_hi = Some(self.req.psn_hi);
+                return CompSt::Done;
+            }
+            if why == Trigger::Timeout && self.req.probe_hi.is_none() {
+                self.req.probe_hi = Some(self.req.psn_hi);
             }
             if self.req.psn.diff(self.comp.psn) > 0 {
                 ctx.ctr.completer_retry_err += 1;
                 if why == Trigger::Timeout {
                     ctx.ctr.retry_timeouts += 1;
+                    self.back_off();
                 }
                 self.req.need_retry = true;
                 self.req.dup_next_retry = why != Trigger::Timeout;
@@ -476,6 +533,35 @@ impl Qp {
             self.sq.get_mut(h).status = WcStatus::RetryExcErr;
             CompSt::Error
         }
+    }
+
+    /// A local ACK timeout doubles the timer, up to four periods, when it is the first since
+    /// everything sent was last acknowledged, or when the peer answered anything since the
+    /// previous timeout: it is alive but slower than one period. Silence keeps the period.
+    /// Each timeout uses up one retry per period waited (`error_retry`), so a finite
+    /// `retry_cnt` still ends a dead connection after about `timeout × (retry_cnt + 1)`, as in
+    /// rxe (deviation 16).
+    fn back_off(&mut self) {
+        if std::mem::take(&mut self.comp.answered) || self.req.probe_hi.is_none() {
+            self.comp.backoff = (self.comp.backoff + 1).min(MAX_RETRANS_BACKOFF);
+        }
+    }
+
+    /// A local ACK timeout may be answered with a probe (deviation 16): no probe since the
+    /// last time everything sent was acknowledged, no retry under way, and the oldest
+    /// outstanding WQE is a SEND or WRITE (a READ's probe would be a re-read, whose response
+    /// replays the rest anyway) all of whose packets the requester still has in order.
+    fn may_probe(&self) -> bool {
+        if self.req.probe_hi.is_some()
+            || self.req.need_retry
+            || self.req.psn != self.req.psn_hi
+            || self.sq.head == self.sq.tail
+        {
+            return false;
+        }
+        let w = self.sq.get(self.sq.head);
+        matches!(w.state, WqeState::Pending | WqeState::Processing)
+            && (w.opcode.is_send() || w.opcode.is_write())
     }
 
     /// Timer expiry: the local ACK timeout and the RNR NAK timer.
@@ -494,7 +580,7 @@ impl Qp {
                     let _ = h;
                     self.to_error(ctx);
                 } else if self.req.psn.diff(self.comp.psn) > 0 && !self.req.need_retry {
-                    self.rearm(now);
+                    self.arm_retrans(now);
                 }
             }
         }

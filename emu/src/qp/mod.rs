@@ -91,6 +91,15 @@ pub(crate) struct ReqState {
     /// lost retransmission would otherwise leave it silent until the local ACK timer fires;
     /// a copy that arrives as a duplicate costs one packet and one re-ACK.
     pub dup_head: Option<Psn>,
+    /// A local ACK timeout asked for a probe: one copy of the oldest unacknowledged packet,
+    /// with AckReq, sent without rewinding the requester (deviation 16).
+    pub probe_due: bool,
+    /// After a local ACK timeout: `psn_hi` at that moment. Until everything up to it is
+    /// acknowledged, a further timeout rewinds the whole window (go-back-N, as rxe on every
+    /// timeout) instead of probing.
+    pub probe_hi: Option<Psn>,
+    /// The packet being built is a probe: set AckReq.
+    pub force_ack_req: bool,
 }
 
 impl Default for ReqState {
@@ -107,6 +116,9 @@ impl Default for ReqState {
             window_acked: 0,
             dup_next_retry: false,
             dup_head: None,
+            probe_due: false,
+            probe_hi: None,
+            force_ack_req: false,
         }
     }
 }
@@ -143,7 +155,18 @@ pub(crate) struct CompState {
     pub retrans_deadline: u64,
     /// RNR NAK timer deadline in virtual nanoseconds, [`NEVER`] when disarmed.
     pub rnr_deadline: u64,
+    /// Local ACK timer back-off: the timer runs `timeout_ns << backoff`, 0 ..=
+    /// [`MAX_RETRANS_BACKOFF`] (deviation 16, emu README).
+    pub backoff: u8,
+    /// When a response last acknowledged something, in virtual nanoseconds.
+    pub last_progress: u64,
+    /// A response for a PSN this QP sent arrived since the last local ACK timeout.
+    pub answered: bool,
 }
+
+/// Most doublings of the local ACK timer after timeouts without a response: 2, so the timer
+/// runs at most four times the QP's `timeout`, the range IBA allows the transport timer.
+pub(crate) const MAX_RETRANS_BACKOFF: u8 = 2;
 
 /// A disarmed deadline (plain integers: the earliest of two is one `min`, no `Option` match).
 pub(crate) const NEVER: u64 = u64::MAX;
@@ -158,6 +181,9 @@ impl Default for CompState {
             started_retry: false,
             retrans_deadline: NEVER,
             rnr_deadline: NEVER,
+            backoff: 0,
+            last_progress: 0,
+            answered: false,
         }
     }
 }
@@ -612,6 +638,7 @@ impl Qp {
         !self.resp.jobs.is_empty()
             || self.req.need_retry
             || self.req.dup_head.is_some()
+            || self.req.probe_due
             || self.sq.req != self.sq.tail
     }
 

@@ -158,6 +158,14 @@ impl Qp {
         if !matches!(self.state, QpState::Rts | QpState::Sqd) || self.req.wait_rnr {
             return None;
         }
+        if self.req.probe_due {
+            self.req.probe_due = false;
+            if !self.req.need_retry {
+                if let Some(n) = self.send_probe(ctx, now, buf) {
+                    return Some(n);
+                }
+            }
+        }
         let mut dup = false;
         if self.req.need_retry || self.req.dup_head.is_some() {
             dup = self.rewind();
@@ -213,6 +221,39 @@ impl Qp {
             }
             return t;
         }
+    }
+
+    /// The probe a local ACK timeout asked for (deviation 16): the oldest unacknowledged
+    /// packet once more, with AckReq, as a rewind would send it first, after which the
+    /// requester goes on from where it was. A duplicate is re-ACKed by the responder (C9-105),
+    /// so a peer that is only slow answers with how far it got and nothing else is resent; a
+    /// loss shows as a NAK or as a second timeout, which rewinds the whole window.
+    #[cold]
+    #[inline(never)]
+    fn send_probe(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        if self.sq.head == self.sq.req && self.sq.get(self.sq.head).state == WqeState::Posted {
+            return None;
+        }
+        let (req, psn, noack) = (self.sq.req, self.req.psn, self.req.noack_pkts);
+        // what req_retry changes: the WQEs from the head up to the first one not yet sent
+        let mut saved = Vec::new();
+        let mut i = self.sq.head;
+        while i != self.sq.tail && self.sq.get(i).state != WqeState::Posted {
+            saved.push((i, *self.sq.get(i)));
+            i = i.wrapping_add(1);
+        }
+        self.req_retry();
+        self.req.force_ack_req = true;
+        let mtu = self.seg_mtu(ctx.port_mtu);
+        let t = self.build_request(ctx, now, self.sq.head, mtu, buf);
+        self.req.force_ack_req = false;
+        for (i, w) in saved {
+            *self.sq.get_mut(i) = w;
+        }
+        self.sq.req = req;
+        self.req.psn = psn;
+        self.req.noack_pkts = noack;
+        t
     }
 
     /// A retry (or the second copy of its first packet) is due: rewind the requester. True
@@ -296,7 +337,7 @@ impl Qp {
             && (wop.is_send() || wop == WrOpcode::RdmaWriteWithImm);
         let mut ack_req = false;
         if self.qp_type == QpType::Rc {
-            if end {
+            if end || self.req.force_ack_req {
                 ack_req = true;
             } else {
                 let n = self.req.noack_pkts;
@@ -385,8 +426,8 @@ impl Qp {
             self.sq.req = i.wrapping_add(1);
         }
         if self.qp_type == QpType::Rc {
-            if let (Some(t), NEVER) = (self.timeout_ns, self.comp.retrans_deadline) {
-                self.comp.retrans_deadline = now.add_nanos(t).0;
+            if self.comp.retrans_deadline == NEVER {
+                self.arm_retrans(now);
             }
         }
         let t = match &ud_path {
