@@ -23,11 +23,14 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 mod loops;
+mod lossy;
 mod passive;
 mod runs;
 mod scale;
 
 use loops::*;
+use lossy::*;
+pub use lossy::LOSS_MSG;
 pub use passive::*;
 pub use runs::*;
 use scale::*;

@@ -37,6 +37,11 @@ pub struct BenchArgs {
     /// ratios, exit 1 if one misses (one-process mode only).
     #[arg(long)]
     pub check: bool,
+    /// Also run RC Write and Read of 4 MiB with this fraction of every datagram dropped
+    /// (`0.005` or `0.5%`; on the next two addresses), next to the same without loss: goodput
+    /// and retransmitted share (one-process mode only).
+    #[arg(long, value_name = "P", value_parser = parse_loss)]
+    pub loss: Option<f64>,
     /// Serve the passive side for a `--client` on another host (control port `--port`).
     #[arg(long, conflicts_with = "client")]
     pub server: bool,
@@ -94,6 +99,10 @@ fn parse_mtu_arg(s: &str) -> Result<Mtu, String> {
 }
 
 /// `64`, `4K`, `64KiB`, `1M` → bytes.
+fn parse_loss(s: &str) -> Result<f64, String> {
+    crate::runtime::parse_fraction(s)
+}
+
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let t = s.trim().to_ascii_uppercase();
     let t = t.trim_end_matches("IB").trim_end_matches('B');
@@ -136,6 +145,8 @@ pub struct Plan {
     pub repeat: usize,
     /// Print datapath counters per message after each point.
     pub counters: bool,
+    /// `--loss`: also Write and Read 4 MiB with this fraction of datagrams dropped.
+    pub loss: Option<f64>,
 }
 
 impl Plan {
@@ -174,6 +185,7 @@ impl Plan {
             check: a.check,
             repeat: a.repeat.unwrap_or(if a.quick { 1 } else { 2 }).clamp(1, 20),
             counters: a.counters,
+            loss: a.loss,
         })
     }
 }

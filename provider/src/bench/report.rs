@@ -132,6 +132,29 @@ pub struct Check {
     pub pass: bool,
 }
 
+/// One `--loss` point: 4 MiB of `op`, lossless and lossy.
+#[derive(Clone, Copy, Debug)]
+pub struct LossRow {
+    /// Write or Read.
+    pub op: Op,
+    /// Fraction of every datagram dropped on the lossy pair.
+    pub loss: f64,
+    /// The lossy pair's addresses.
+    pub lossy_ips: (IpAddr, IpAddr),
+    /// Without loss, on the main pair.
+    pub lossless: BwResult,
+    /// Share of the data packets retransmitted without loss.
+    pub lossless_retransmitted: f64,
+    /// With loss.
+    pub lossy: BwResult,
+    /// Share of the data packets retransmitted with loss.
+    pub lossy_retransmitted: f64,
+    /// Local ACK timeouts of the lossy requester.
+    pub retry_timeouts: u64,
+    /// Local ACK timeout attribute of the lossy pair's QPs.
+    pub qp_timeout: u8,
+}
+
 /// Everything one run measured.
 #[derive(Clone, Debug)]
 pub struct Report {
@@ -154,6 +177,8 @@ pub struct Report {
     pub floor_64k: Option<Baseline>,
     /// Loss and scale.
     pub scale: Option<Scale>,
+    /// `--loss`: 4 MiB Write and Read with and without loss.
+    pub loss: Vec<LossRow>,
     /// Issue-6 checks (with `--check`).
     pub checks: Vec<Check>,
     /// `--perftest`: unmodified perftest through the drop-in library.
@@ -174,6 +199,7 @@ impl Report {
             mmsg_64b: None,
             floor_64k: None,
             scale: None,
+            loss: Vec::new(),
             checks: Vec::new(),
             perftest: None,
             perftest_error: None,
@@ -438,6 +464,36 @@ impl Report {
             writeln!(out)?;
             writeln!(out, " 64 KiB RC Write: lossless {:.3} Gb/s; 1% loss ({} -> {}) {}; {} QPs {:.3} Gb/s; engine memory {} B per QP", s.lossless.gbit_per_s(), s.lossy_ips.0, s.lossy_ips.1, s.lossy.map(|l| format!("{:.3} Gb/s", l.gbit_per_s())).unwrap_or_else(|| "n/a".into()), s.qps, s.many.gbit_per_s(), s.bytes_per_qp)?;
         }
+        if !self.loss.is_empty() {
+            writeln!(out)?;
+            let l = &self.loss[0];
+            writeln!(
+                out,
+                " {} MiB transfers, lossless ({} -> peer) and with {:.2}% of every datagram dropped ({} -> {}), QP timeout {} = {:.1} ms",
+                super::measure::LOSS_MSG >> 20,
+                self.local_ip,
+                l.loss * 100.0,
+                l.lossy_ips.0,
+                l.lossy_ips.1,
+                l.qp_timeout,
+                4.096e-3 * f64::from(1u32 << l.qp_timeout)
+            )?;
+            writeln!(out, " {:<8} {:>14} {:>14} {:>7} {:>12} {:>12} {:>9}", "op", "lossless Gb/s", "lossy Gb/s", "ratio", "retx clean", "retx lossy", "timeouts")?;
+            for l in &self.loss {
+                writeln!(
+                    out,
+                    " {:<8} {:>14.3} {:>14.3} {:>7.2} {:>11.1}% {:>11.1}% {:>9}",
+                    l.op.title(),
+                    l.lossless.gbit_per_s(),
+                    l.lossy.gbit_per_s(),
+                    l.lossy.gbit_per_s() / l.lossless.gbit_per_s().max(1e-9),
+                    l.lossless_retransmitted * 100.0,
+                    l.lossy_retransmitted * 100.0,
+                    l.retry_timeouts
+                )?;
+            }
+            writeln!(out, " retx: share of the data packets sent that were retransmissions (sent beyond what the completed messages needed); timeouts: local ACK timer expiries of the lossy requester")?;
+        }
         if let Some(p) = &self.perftest {
             crate::perfbench::print(p, out);
             let (lat, bw) = self.perftest_consistency();
@@ -557,6 +613,17 @@ impl Report {
             "mmsg_baseline_64b": self.mmsg_64b,
             "gso_gro_copy_icrc_baseline_64k": self.floor_64k,
             "scale": scale,
+            "loss": self.loss.iter().map(|l| json!({
+                "op": l.op.title(),
+                "size": super::measure::LOSS_MSG,
+                "loss": l.loss,
+                "qp_timeout": l.qp_timeout,
+                "lossless_gbit_per_s": l.lossless.gbit_per_s(),
+                "lossy_gbit_per_s": l.lossy.gbit_per_s(),
+                "lossless_retransmitted_share": l.lossless_retransmitted,
+                "lossy_retransmitted_share": l.lossy_retransmitted,
+                "lossy_retry_timeouts": l.retry_timeouts,
+            })).collect::<Vec<_>>(),
             "perftest": self.perftest.as_ref().map(|p| {
                 let (lat, bw) = self.perftest_consistency();
                 json!({

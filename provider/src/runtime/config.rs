@@ -107,20 +107,10 @@ impl Config {
         let frac = |k: &str| -> f64 {
             match get(k) {
                 None => 0.0,
-                Some(s) => {
-                    let t = s.trim();
-                    let v = match t.strip_suffix('%') {
-                        Some(p) => p.parse::<f64>().map(|x| x / 100.0),
-                        None => t.parse::<f64>(),
-                    };
-                    match v {
-                        Ok(x) if (0.0..=1.0).contains(&x) => x,
-                        _ => {
-                            warn(format!("{k}={s:?} is not a fraction 0..1 (or N%); using 0"));
-                            0.0
-                        }
-                    }
-                }
+                Some(s) => parse_fraction(&s).unwrap_or_else(|e| {
+                    warn(format!("{k}={s:?}: {e}; using 0"));
+                    0.0
+                }),
             }
         };
         c.loss = frac("ROCE_LOSS");
@@ -180,6 +170,19 @@ impl Config {
     /// The netdev MTU `emu` is configured with (IB MTU + 80 header bytes, as rxe derives it).
     pub fn netdev_mtu(&self) -> u32 {
         self.mtu + 80
+    }
+}
+
+/// A fraction 0..1 written as `0.005` or `0.5%` (`ROCE_LOSS`, `roce bench --loss`).
+pub fn parse_fraction(s: &str) -> Result<f64, String> {
+    let t = s.trim();
+    let v = match t.strip_suffix('%') {
+        Some(p) => p.trim().parse::<f64>().map(|x| x / 100.0),
+        None => t.parse::<f64>(),
+    };
+    match v {
+        Ok(x) if (0.0..=1.0).contains(&x) => Ok(x),
+        _ => Err("not a fraction 0..1 (or N%)".into()),
     }
 }
 

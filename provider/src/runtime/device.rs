@@ -13,7 +13,8 @@ impl Device {
         // is told "unknown IPv4 ID" so it does not compute the CRC a second time.
         ncfg.icrc_policy = roce_emu::IcrcPolicy::Skip;
         ncfg.min_unacked_psns = cfg.min_unacked_psns;
-        ncfg.seed = std::process::id() as u64 ^ 0x5eed_0000_0000 ^ (cfg.fault_seed << 20);
+        // Memory keys and initial PSNs from the OS: never the same in two runs or containers.
+        ncfg.entropy = Some(crate::entropy::seed()?);
         let sock_cfg = SocketConfig::default();
         let mut sock = Socket::bind(cfg.ip, sock_cfg).map_err(|e| {
             io::Error::new(
@@ -25,6 +26,7 @@ impl Device {
                 ),
             )
         })?;
+        warn_small_rcvbuf(&cfg, sock.features().rcvbuf);
         let pcap = match &cfg.pcap {
             Some(p) => Some(
                 PcapSink::create(p)
@@ -322,5 +324,26 @@ impl Drop for Device {
         if let Some(p) = &self.shared.stat_path {
             let _ = std::fs::remove_file(p);
         }
+    }
+}
+
+/// Smallest receive buffer that holds a full window of one QP at MTU 4096 (128 packets of
+/// 4 KiB, 512 KiB) twice over without a `roce:` warning.
+const RCVBUF_WARN_BELOW: usize = 1 << 20;
+
+/// One `roce:` line when the socket's receive buffer is too small for a window: without root
+/// `SO_RCVBUFFORCE` fails and `net.core.rmem_max` (212,992 bytes by default) caps it, so a burst
+/// from the peer beyond it is dropped by the kernel, counted as `rx_kernel_drops` (from
+/// `SO_RXQ_OVFL`), and costs a retransmission.
+fn warn_small_rcvbuf(cfg: &Config, rcvbuf: usize) {
+    if rcvbuf < RCVBUF_WARN_BELOW && !cfg.quiet {
+        eprintln!(
+            "roce: the UDP receive buffer of {}:{} is {} KiB (net.core.rmem_max caps it without root); \
+             a burst beyond it is dropped by the kernel (roce stat: rx_kernel_drops) and retransmitted. \
+             Raise it as root: sysctl -w net.core.rmem_max=16777216",
+            cfg.ip,
+            roce_wire::ROCE_V2_UDP_PORT,
+            rcvbuf / 1024
+        );
     }
 }

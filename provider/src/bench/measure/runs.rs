@@ -311,7 +311,10 @@ pub fn in_process(
     plan: &Plan,
     err: &mut dyn Write,
 ) -> Result<Report, String> {
-    let max = plan.sizes.iter().copied().max().unwrap_or(64).max(65536);
+    let mut max = plan.sizes.iter().copied().max().unwrap_or(64).max(65536);
+    if plan.loss.is_some() {
+        max = max.max(LOSS_MSG);
+    }
     let a = Side::open(ip_a, plan.mtu, max, 0.0)?;
     let b = Side::open(ip_b, plan.mtu, max, 0.0)?;
     let mut passive = LocalPassive {
@@ -335,6 +338,14 @@ pub fn in_process(
             plan.counters.then_some(&mut *err),
         )?);
         rep.compute_checks();
+    }
+    if let Some(loss) = plan.loss {
+        let _ = writeln!(
+            err,
+            "roce bench: loss: RC Write and Read 4 MiB, lossless and with {:.2}% loss",
+            loss * 100.0
+        );
+        rep.loss = loss_points((ip_a, ip_b), plan, loss, &a, &mut passive)?;
     }
     Ok(rep)
 }

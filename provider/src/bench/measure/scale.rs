@@ -19,14 +19,7 @@ pub(super) fn scale_and_loss(
     passive: &mut LocalPassive,
     mut counters: Option<&mut dyn Write>,
 ) -> Result<Scale, String> {
-    let next = |ip: IpAddr, k: u8| match ip {
-        IpAddr::V4(v) => {
-            let o = v.octets();
-            IpAddr::from([o[0], o[1], o[2], o[3].wrapping_add(k)])
-        }
-        v6 => v6,
-    };
-    let (la, lb) = (next(ip_a, 2), next(ip_b, 2));
+    let (la, lb) = (next_ip(ip_a, 2), next_ip(ip_b, 2));
     let mut lossy_pair = (|| -> Result<(Side, LocalPassive), String> {
         let mut a2 = Side::open(la, mtu, 65536, 0.01)?;
         let mut b2 = Side::open(lb, mtu, 65536, 0.01)?;
