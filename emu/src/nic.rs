@@ -16,8 +16,8 @@ use crate::slab::Slab;
 use crate::time::Instant;
 use crate::verbs::*;
 use crate::{Cq, Error, Pd, Result};
-use rand::rngs::SmallRng;
-use rand::SeedableRng;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 use roce_wire::opcode::Transport;
 use roce_wire::transport::Packet;
 use roce_wire::{OpFlags, Support};
@@ -36,8 +36,13 @@ pub struct NicConfig {
     pub netdev_mtu: u32,
     /// What to do when the IPv4 ID of a received datagram is unknown.
     pub icrc_policy: IcrcPolicy,
-    /// Seed for keys (and anything else random), for reproducible runs.
+    /// Seed of the device's generator of memory keys and initial PSNs, for reproducible runs
+    /// (tests, the simulated network). Used only when [`entropy`](Self::entropy) is `None`.
     pub seed: u64,
+    /// 256 bits from the operating system's entropy (getrandom(2)) for the generator of memory
+    /// keys and initial PSNs. A driver on a real network sets it, so that no two devices, runs
+    /// or containers share keys or PSNs; the engine does no I/O and never asks for it itself.
+    pub entropy: Option<[u8; 32]>,
     /// Device limits (rxe's defaults).
     pub device_attr: DeviceAttr,
     /// IPv4 identification the ICRC of transmitted datagrams covers. 0 by default: what Linux
@@ -67,6 +72,7 @@ impl NicConfig {
             netdev_mtu: 1500,
             icrc_policy: IcrcPolicy::AssumeZeroId,
             seed: 0x5eed,
+            entropy: None,
             device_attr: DeviceAttr::default(),
             tx_ipv4_id: 0,
             min_unacked_psns: crate::MIN_UNACKED_PSNS,
@@ -91,7 +97,8 @@ mod timers;
 /// An emulated RoCEv2 device (sans-IO).
 pub struct Nic {
     cfg: NicConfig,
-    rng: SmallRng,
+    /// Memory keys and initial PSNs (ChaCha12: what one key shows does not predict the next).
+    rng: StdRng,
     pds: Slab<()>,
     mrs: MrTable,
     /// CQs, SRQs, AHs, counters, diagnostics, events, GIDs: what the engines may change.
@@ -143,7 +150,10 @@ impl Nic {
         let active_mtu = Mtu::from_netdev_mtu(cfg.netdev_mtu);
         let span = tracing::debug_span!("nic", ip = %cfg.ip);
         Nic {
-            rng: SmallRng::seed_from_u64(cfg.seed),
+            rng: match cfg.entropy {
+                Some(e) => StdRng::from_seed(e),
+                None => StdRng::seed_from_u64(cfg.seed),
+            },
             pds: Slab::default(),
             mrs: MrTable::default(),
             sh: Shared {
@@ -193,6 +203,12 @@ impl Nic {
             link_layer: 2,
             phys_state: 5,
         }
+    }
+    /// An initial PSN (24 bits) for a new QP, from the generator of memory keys
+    /// ([`NicConfig::entropy`], or the seed). In verbs the program chooses PSNs; this is for a
+    /// verbs layer that picks them on its behalf.
+    pub fn random_psn(&mut self) -> u32 {
+        self.rng.gen::<u32>() & 0xFF_FFFF
     }
     /// The GID table (index 0 link-local IPv6, index 1 the configured address).
     pub fn gids(&self) -> &[Gid] {

@@ -4,6 +4,7 @@ pub mod udp;
 pub mod bench;
 pub mod cli;
 pub mod decode;
+pub mod entropy;
 pub mod perfbench;
 pub mod runtime;
 pub mod verbs;

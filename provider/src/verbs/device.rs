@@ -23,7 +23,9 @@ pub struct DeviceConfig {
     pub ip: IpAddr,
     /// Active IB MTU of the port (rxe default on a 1500-byte netdev: 1024).
     pub mtu: Mtu,
-    /// Seed for memory keys and PSNs (reproducible runs).
+    /// Seed of a simulated device's memory keys and initial PSNs ([`super::sim::SimFabric`]:
+    /// reproducible runs), also mixed into the UDP runtime's fault injector. A device on UDP
+    /// draws its keys and PSNs from the operating system (getrandom), never from this.
     pub seed: u64,
     /// UDP runtime: write every datagram sent and received to this pcap file.
     pub pcap: Option<std::path::PathBuf>,

@@ -135,7 +135,8 @@ impl<'a> QueuePairBuilder<'a> {
         self.qkey = qkey;
         self
     }
-    /// First send PSN (default: derived from the QPN and device seed).
+    /// First send PSN (default: random, from the device's generator of memory keys: OS entropy
+    /// on UDP, the seed on a simulated network).
     pub fn set_psn(mut self, psn: u32) -> Self {
         self.psn = Some(psn & 0xFF_FFFF);
         self
@@ -175,10 +176,10 @@ impl<'a> QueuePairBuilder<'a> {
             .nic(|n| n.create_qp(pdi.pd, &init))
             .map_err(|source| Error::CreateQp { qp_type, source })?;
         let port_mtu = ctx.nic(|n| n.query_port().active_mtu);
-        let psn = self.psn.unwrap_or_else(|| {
-            (roce_emu::net::hash_32(qpn ^ (ctx.cfg.seed as u32), 24) ^ (ctx.cfg.seed >> 32) as u32)
-                & 0xFF_FFFF
-        });
+        let psn = match self.psn {
+            Some(p) => p,
+            None => ctx.nic(|n| n.random_psn()),
+        };
         let inner = Arc::new(QpInner {
             pd: pdi.clone(),
             send_cq: self.send_cq.inner.clone(),
