@@ -24,6 +24,9 @@ counters! {
     rcvd_rnr_err,
     send_rnr_err,
     rcvd_seq_err,
+    /// PSN-sequence NAKs sent, one per gap (`out_of_seq_request` counts the packets): the
+    /// responder's side of `rcvd_seq_err`, as `send_rnr_err` is of `rcvd_rnr_err`. Not in rxe.
+    send_seq_err,
     ack_deferred,
     retry_exceeded_err,
     retry_rnr_exceeded_err,
@@ -91,4 +94,20 @@ counters! {
     diag_wrong_state,
     /// A completion lost to a full CQ, per QP.
     diag_cq_overflow,
+    /// NAK invalid request: a MIDDLE/LAST packet without its FIRST.
+    diag_missing_first,
+    /// NAK invalid request: a new request before the LAST packet of the previous message.
+    diag_missing_last,
+    /// NAK invalid request: a payload the path MTU does not allow.
+    diag_mtu_mismatch,
+    /// NAK invalid request: an RDMA WRITE whose payload does not add up to its RETH length.
+    diag_write_length,
+    /// NAK invalid request: an RDMA READ/WRITE of more than 2^31 bytes.
+    diag_msg_too_long,
+    /// NAK invalid request: a SEND longer than its receive WR.
+    diag_recv_too_small,
+    /// NAK invalid request: an atomic at an address not 8-byte aligned.
+    diag_atomic_misaligned,
+    /// NAK invalid request: a READ/atomic on a QP with `max_dest_rd_atomic` 0.
+    diag_no_dest_rd_atomic,
 }

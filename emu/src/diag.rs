@@ -1,5 +1,8 @@
 //! Diagnostics that teach: the classic verbs mistakes, recorded on the side where they happen,
 //! once per (QP, cause), with a message that says what happened and what the program should do.
+//! Every NAK a responder sends for a mistake (invalid request, remote access, remote operational
+//! error, RNR) has its cause here; a PSN-sequence NAK reports a loss, no mistake, and is only
+//! counted (`send_seq_err`).
 //! The driver drains them with [`crate::Nic::poll_diagnostic`]; every occurrence (not only the
 //! first) is counted in the `diag_*` [`crate::Counters`].
 
@@ -20,6 +23,34 @@ pub enum KeyFault {
     NoPermission,
     /// The access reaches outside the region.
     OutOfBounds,
+}
+
+/// Why a responder refused a request with a NAK invalid request (rxe's class C errors), other
+/// than a QP without the access it needs ([`Diagnostic::QpAccessNotEnabled`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum BadRequest {
+    /// A MIDDLE or LAST packet of a SEND or RDMA WRITE without the FIRST of its message.
+    MissingFirst,
+    /// A new request while a multi-packet SEND or RDMA WRITE still lacked its LAST packet.
+    MissingLast,
+    /// A payload the path MTU does not allow: a FIRST or MIDDLE packet of other than exactly
+    /// one MTU, an ONLY or LAST packet over it, an empty LAST packet.
+    PacketSize {
+        /// This QP's path MTU in bytes.
+        mtu: u32,
+    },
+    /// An RDMA WRITE whose payload does not add up to the DMA length of its RETH: a WRITE_ONLY
+    /// or LAST that ends the message early, a packet longer than what remains, payload with a
+    /// zero length, or a pad count that does not fit the length.
+    WriteLength,
+    /// An RDMA READ or WRITE of more than 2^31 bytes.
+    MessageTooLong,
+    /// A SEND longer than the receive WR's scatter list.
+    RecvTooSmall,
+    /// An atomic whose remote address is not 8-byte aligned.
+    AtomicMisaligned,
+    /// An RDMA READ or atomic on a QP whose `max_dest_rd_atomic` is 0.
+    NoDestRdAtomic,
 }
 
 /// One classic verbs mistake.
@@ -46,6 +77,8 @@ pub enum Diagnostic {
     },
     /// A completion was lost because the CQ was full (completions not polled).
     CqOverflow,
+    /// An incoming request was refused with a NAK invalid request, QP moved to ERR.
+    InvalidRequest(BadRequest),
 }
 
 fn state_name(s: QpState) -> &'static str {
@@ -77,6 +110,16 @@ impl Diagnostic {
             Diagnostic::LocalProtection(KeyFault::OutOfBounds) => "diag_local_out_of_bounds",
             Diagnostic::WrongState { .. } => "diag_wrong_state",
             Diagnostic::CqOverflow => "diag_cq_overflow",
+            Diagnostic::InvalidRequest(b) => match b {
+                BadRequest::MissingFirst => "diag_missing_first",
+                BadRequest::MissingLast => "diag_missing_last",
+                BadRequest::PacketSize { .. } => "diag_mtu_mismatch",
+                BadRequest::WriteLength => "diag_write_length",
+                BadRequest::MessageTooLong => "diag_msg_too_long",
+                BadRequest::RecvTooSmall => "diag_recv_too_small",
+                BadRequest::AtomicMisaligned => "diag_atomic_misaligned",
+                BadRequest::NoDestRdAtomic => "diag_no_dest_rd_atomic",
+            },
         }
     }
 
@@ -133,6 +176,7 @@ impl Diagnostic {
             Diagnostic::CqOverflow => "a completion was lost because its CQ was full (IBV_EVENT_CQ_ERR, QP moved to ERR). \
                  Poll the CQ (ibv_poll_cq) regularly and size it for every outstanding work request (cqe >= max_send_wr + max_recv_wr of its QPs)"
                 .to_string(),
+            Diagnostic::InvalidRequest(b) => bad_request(b),
         };
         format!("QP {qpn:#x}: {what}.")
     }
@@ -154,8 +198,67 @@ impl Diagnostic {
             Diagnostic::LocalProtection(KeyFault::OutOfBounds) => &mut c.diag_local_out_of_bounds,
             Diagnostic::WrongState { .. } => &mut c.diag_wrong_state,
             Diagnostic::CqOverflow => &mut c.diag_cq_overflow,
+            Diagnostic::InvalidRequest(b) => match b {
+                BadRequest::MissingFirst => &mut c.diag_missing_first,
+                BadRequest::MissingLast => &mut c.diag_missing_last,
+                BadRequest::PacketSize { .. } => &mut c.diag_mtu_mismatch,
+                BadRequest::WriteLength => &mut c.diag_write_length,
+                BadRequest::MessageTooLong => &mut c.diag_msg_too_long,
+                BadRequest::RecvTooSmall => &mut c.diag_recv_too_small,
+                BadRequest::AtomicMisaligned => &mut c.diag_atomic_misaligned,
+                BadRequest::NoDestRdAtomic => &mut c.diag_no_dest_rd_atomic,
+            },
         };
         *f += 1;
+    }
+}
+
+/// What the peer (or this side's setup) did wrong when a request drew a NAK invalid request.
+fn bad_request(b: &BadRequest) -> String {
+    const NAK: &str = "(NAK invalid request sent, QP moved to ERR)";
+    match b {
+        BadRequest::MissingFirst => format!(
+            "a middle or last packet of a SEND or RDMA WRITE arrived without the first packet of its \
+             message {NAK}. The peer broke the opcode sequence: every multi-packet message must be \
+             FIRST, MIDDLE..., LAST in consecutive PSNs. Usually the peer QP was re-created or its \
+             sq_psn changed in the middle of a message while this QP kept its rq_psn"
+        ),
+        BadRequest::MissingLast => format!(
+            "a new request arrived while a multi-packet SEND or RDMA WRITE still lacked its last \
+             packet {NAK}. The peer broke the opcode sequence: it must end each message with its \
+             LAST packet before the next one. Usually the peer QP was re-created or its sq_psn \
+             changed in the middle of a message while this QP kept its rq_psn"
+        ),
+        BadRequest::PacketSize { mtu } => format!(
+            "a packet's payload does not fit this QP's path MTU of {mtu} bytes {NAK}: FIRST and \
+             MIDDLE packets must carry exactly the MTU, ONLY and LAST packets at most the MTU. The \
+             peer segments with another path MTU: set the same path_mtu on both QPs \
+             (IBV_QP_PATH_MTU when moving to RTR, at most ibv_query_port's active_mtu on either side)"
+        ),
+        BadRequest::WriteLength => format!(
+            "an RDMA WRITE carried another amount of data than the DMA length in its RETH {NAK}: \
+             a WRITE_ONLY or last packet ending the message early, a packet longer than what \
+             remained, or a pad count that does not fit the length. The peer must send exactly \
+             the length it announced; this is a non-conforming or hostile requester"
+        ),
+        BadRequest::MessageTooLong => format!(
+            "an incoming RDMA READ or WRITE asked for more than 2^31 bytes {NAK}. The peer must \
+             split transfers into messages of at most the port's max_msg_sz (ibv_query_port)"
+        ),
+        BadRequest::RecvTooSmall => format!(
+            "a SEND arrived that is longer than the receive WR posted for it {NAK}. Post receive \
+             WRs whose scatter lists hold the largest message the peer sends (the sum of \
+             sge.length), or have the peer send less"
+        ),
+        BadRequest::AtomicMisaligned => format!(
+            "an incoming atomic operation's remote address is not 8-byte aligned {NAK}. The peer's \
+             remote_addr for compare-and-swap and fetch-and-add must be a multiple of 8"
+        ),
+        BadRequest::NoDestRdAtomic => format!(
+            "an incoming RDMA READ or atomic was refused because this QP's max_dest_rd_atomic is 0 \
+             {NAK}. Set max_dest_rd_atomic (IBV_QP_MAX_DEST_RD_ATOMIC) to at least the peer's \
+             max_rd_atomic when moving this QP to RTR"
+        ),
     }
 }
 

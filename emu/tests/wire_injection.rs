@@ -357,3 +357,79 @@ fn duplicate_read_must_end_within_the_original_psns() {
     assert_eq!(p.nic_b().counters().req_dropped, dropped + 1);
     assert_eq!(p.nic_b().counters().duplicate_request, 2);
 }
+
+#[test]
+fn write_only_must_carry_its_whole_reth_length() {
+    // Deviation 17: rxe accepts a WRITE_ONLY of exactly one MTU whatever its RETH length says
+    // beyond it (and a LAST packet of one MTU that ends a longer WRITE early). A requester
+    // always sends the RETH length of a WRITE_ONLY as its payload; anything else is refused.
+    let mtu = 1024usize;
+    let acked = |p: &mut Pair, psn: u32| {
+        assert_eq!(
+            drain_b(p).last().map(|x| (x.1, x.2)),
+            Some((psn, Some(0x1F)))
+        )
+    };
+    let naked = |p: &mut Pair, psn: u32| {
+        assert_eq!(drain_b(p), vec![(s("ACKNOWLEDGE"), psn, Some(0x61), 0)]);
+        assert_eq!(p.qp_b().qp_state, QpState::Err);
+        assert_eq!(p.b.mem.load(0, 2 * mtu), vec![0; 2 * mtu], "nothing written");
+    };
+    // WRITE_ONLY: one MTU of payload, a RETH length of two
+    let mut p = Pair::new(11, LinkConfig::default(), Opts::default());
+    let mut r = write_only(&p, 0x100, 0, &[5; 1024]);
+    r.reth.as_mut().unwrap().dma_len = 2 * mtu as u32;
+    inject(&mut p, r, &[5; 1024]);
+    naked(&mut p, 0x100);
+    // WRITE_ONLY_WITH_IMMEDIATE: the receive would complete with byte_len 2048
+    let mut p = Pair::new(12, LinkConfig::default(), Opts::default());
+    p.recv_b(1, 0, 16);
+    let mut r = write_only(&p, 0x100, 0, &[5; 1024]);
+    r.bth.opcode = Opcode::RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE;
+    r.immdt = Some(roce_wire::immdt::Repr { imm: 7 });
+    r.reth.as_mut().unwrap().dma_len = 2 * mtu as u32;
+    inject(&mut p, r, &[5; 1024]);
+    naked(&mut p, 0x100);
+    let wc = p.rcq_b();
+    assert_eq!(wc.len(), 1);
+    assert_ne!(wc[0].status, WcStatus::Success);
+    // also shorter than one MTU with a longer RETH length (refused before, as in rxe)
+    let mut p = Pair::new(13, LinkConfig::default(), Opts::default());
+    let mut r = write_only(&p, 0x100, 0, &[5; 512]);
+    r.reth.as_mut().unwrap().dma_len = 2 * mtu as u32;
+    inject(&mut p, r, &[5; 512]);
+    naked(&mut p, 0x100);
+    // a LAST packet of one MTU that ends a three-MTU WRITE after two
+    let mut p = Pair::new(14, LinkConfig::default(), Opts::default());
+    let mut r = req(&p, Opcode::RC_RDMA_WRITE_FIRST, 0x100, false);
+    r.reth = Some(reth::Repr {
+        va: IOVA,
+        rkey: p.b.mr.rkey,
+        dma_len: 3 * mtu as u32,
+    });
+    r.set_payload_len(mtu);
+    inject(&mut p, r, &[0; 1024]);
+    let mut r = req(&p, Opcode::RC_RDMA_WRITE_LAST, 0x101, true);
+    r.set_payload_len(mtu);
+    inject(&mut p, r, &[0; 1024]);
+    naked(&mut p, 0x101);
+    // what a requester sends is accepted: ONLY of one MTU, FIRST + LAST of two
+    let mut p = Pair::new(15, LinkConfig::default(), Opts::default());
+    let r = write_only(&p, 0x100, 0, &[5; 1024]);
+    inject(&mut p, r, &[5; 1024]);
+    acked(&mut p, 0x100);
+    let mut r = req(&p, Opcode::RC_RDMA_WRITE_FIRST, 0x101, false);
+    r.reth = Some(reth::Repr {
+        va: IOVA + 1024,
+        rkey: p.b.mr.rkey,
+        dma_len: 2 * mtu as u32 - 3,
+    });
+    r.set_payload_len(mtu);
+    inject(&mut p, r, &[6; 1024]);
+    let mut r = req(&p, Opcode::RC_RDMA_WRITE_LAST, 0x102, true);
+    r.set_payload_len(mtu - 3);
+    inject(&mut p, r, &[6; 1021]);
+    acked(&mut p, 0x102);
+    assert_eq!(p.b.mem.load(0, 1024), vec![5; 1024]);
+    assert_eq!(p.b.mem.load(1024, 2045), vec![6; 2045]);
+}

@@ -3,11 +3,11 @@
 //! RNR, length checks, R_Key checks, execution (placement, READ resources, atomics), receive
 //! completions, ACK generation and duplicate replay (C.2, C.5–C.9, C.12, C.13).
 use super::{Ctx, Job, Qp, Resource};
-use crate::diag::{Diagnostic, KeyFault};
+use crate::diag::BadRequest;
 use crate::mem::{MemErr, MrEntry};
 use crate::net::RxMeta;
 use crate::verbs::*;
-use roce_wire::aeth::{self, Syndrome};
+use roce_wire::aeth;
 use roce_wire::transport::Packet;
 
 /// A received transport packet (BTH..ICRC), well-formed: `check_len` and `check_repr` passed.
@@ -15,27 +15,8 @@ pub(crate) type Pkt<'a> = Packet<&'a [u8]>;
 use roce_wire::{OpFlags, Opcode, Psn};
 use std::net::IpAddr;
 
-/// rxe's responder error states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum RespErr {
-    MissingFirst,
-    MissingLastC,
-    MissingLastD1e,
-    Unsupported,
-    UcDrop,
-    Misaligned,
-    TooManyRdAtomic,
-    RkeyViolation,
-    Length,
-    MalformedWqe,
-    Rnr,
-    InvalidateRkey,
-}
-
-const NAK_INV_REQ: u8 = 0x61;
-const NAK_REM_ACC: u8 = 0x62;
-const NAK_REM_OP: u8 = 0x63;
-const NAK_PSN_SEQ: u8 = 0x60;
+mod errors;
+use errors::{RespErr, NAK_PSN_SEQ};
 
 fn is_send_mid(op: Opcode) -> bool {
     matches!(op.0 & 0x1F, 0x00 | 0x01)
@@ -56,6 +37,7 @@ impl Qp {
                     ctx.ctr.out_of_seq_request += 1;
                     if !self.resp.sent_psn_nak {
                         self.resp.sent_psn_nak = true;
+                        ctx.ctr.send_seq_err += 1;
                         let e = self.resp.psn;
                         self.ack(ctx, e, NAK_PSN_SEQ);
                     }
@@ -172,12 +154,13 @@ impl Qp {
                 payload == 0 || payload > mtu
             };
             if bad {
-                return Err(RespErr::Length);
+                let mtu = self.mtu;
+                return Err(RespErr::Length(BadRequest::PacketSize { mtu }));
             }
         }
         if let Some(reth) = p.reth() {
             if reth.dma_len() > 1 << 31 {
-                return Err(RespErr::Length);
+                return Err(RespErr::Length(BadRequest::MessageTooLong));
             }
         }
         let mrs = ctx.mrs;
@@ -275,7 +258,7 @@ impl Qp {
                     return if payload == 0 {
                         Ok(None)
                     } else {
-                        Err(RespErr::Length)
+                        Err(RespErr::Length(BadRequest::WriteLength))
                     };
                 }
             }
@@ -300,12 +283,16 @@ impl Qp {
         if flags.contains(OpFlags::WRITE) {
             let resid = self.resp.resid;
             let pad = p.bth().pad_cnt() as u32;
-            if resid > self.mtu {
-                if payload != self.mtu || pad != 0 {
-                    return Err(RespErr::Length);
-                }
-            } else if payload != resid || pad != (resid.wrapping_neg() & 3) {
-                return Err(RespErr::Length);
+            // A packet before the last carries one MTU; the last (ONLY or LAST) carries exactly
+            // what remains of the RETH length. rxe accepts a last packet of one MTU while more
+            // remains, so a WRITE_ONLY of one MTU could announce any length (deviation 17).
+            let bad = if resid > self.mtu && !flags.contains(OpFlags::END) {
+                payload != self.mtu || pad != 0
+            } else {
+                payload != resid || pad != (resid.wrapping_neg() & 3)
+            };
+            if bad {
+                return Err(RespErr::Length(BadRequest::WriteLength));
             }
         }
         Ok(Some((e, off)))
@@ -341,7 +328,7 @@ impl Qp {
                 self.resp.send_off += p.payload_len() as u32;
                 Ok(())
             }
-            Err(MemErr::NoSpace) => Err(RespErr::Length),
+            Err(MemErr::NoSpace) => Err(RespErr::Length(BadRequest::RecvTooSmall)),
             Err(MemErr::Fault) => Err(RespErr::MalformedWqe),
         }
     }
@@ -552,144 +539,6 @@ impl Qp {
         if !ctx.cq_post(self.recv_cq, wc, p.bth().se()) {
             // class G: CQ overflow moves the QP to error
             self.to_error(ctx);
-        }
-    }
-
-    /// Why the rkey check of this request failed (for the diagnostic).
-    fn rkey_fault(&self, ctx: &Ctx<'_>, p: &Pkt<'_>) -> KeyFault {
-        let flags = p.info().flags;
-        let access = if flags.contains(OpFlags::READ) {
-            AccessFlags::REMOTE_READ
-        } else if flags.contains(OpFlags::WRITE) {
-            AccessFlags::REMOTE_WRITE
-        } else {
-            AccessFlags::REMOTE_ATOMIC
-        };
-        let va = self.resp.va.wrapping_add(self.resp.offset as u64);
-        ctx.mrs
-            .classify(self.resp.rkey, self.pd, access, va, self.resp.resid as u64)
-            .unwrap_or(KeyFault::Unknown)
-    }
-
-    /// rxe's error states of the responder.
-    fn resp_error(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, e: RespErr) {
-        let rc = self.qp_type == QpType::Rc;
-        let psn = p.bth().psn();
-        tracing::debug!(qpn = self.qpn, ?e, psn = psn.value(), "responder error");
-        let class_c = |qp: &mut Qp, ctx: &mut Ctx<'_>, nak: u8, status: WcStatus| {
-            qp.complete_recv(ctx, p, status);
-            qp.ack(ctx, psn, nak);
-            qp.to_error(ctx);
-        };
-        match e {
-            RespErr::Rnr => {
-                if rc {
-                    ctx.ctr.send_rnr_err += 1;
-                    ctx.diag(self.qpn, Diagnostic::RnrNoRecvPosted);
-                    let syn = Syndrome::RnrNak {
-                        timer: self.attr.min_rnr_timer,
-                    }
-                    .to_byte();
-                    self.ack(ctx, psn, syn);
-                } else {
-                    self.resp.drop_msg = true;
-                    ctx.ctr.req_dropped += 1;
-                }
-            }
-            RespErr::Unsupported if rc => {
-                let flags = p.info().flags;
-                let acc = self.attr.qp_access_flags;
-                let flag = if flags.contains(OpFlags::READ)
-                    && !acc.contains(AccessFlags::REMOTE_READ)
-                {
-                    Some("IBV_ACCESS_REMOTE_READ")
-                } else if flags.contains(OpFlags::WRITE) && !acc.contains(AccessFlags::REMOTE_WRITE)
-                {
-                    Some("IBV_ACCESS_REMOTE_WRITE")
-                } else if flags.contains(OpFlags::ATOMIC)
-                    && !acc.contains(AccessFlags::REMOTE_ATOMIC)
-                {
-                    Some("IBV_ACCESS_REMOTE_ATOMIC")
-                } else {
-                    None
-                };
-                if let Some(flag) = flag {
-                    ctx.diag(self.qpn, Diagnostic::QpAccessNotEnabled { flag });
-                }
-                class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
-            }
-            RespErr::MissingFirst
-            | RespErr::MissingLastC
-            | RespErr::Unsupported
-            | RespErr::Misaligned
-            | RespErr::TooManyRdAtomic => {
-                if rc {
-                    class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
-                } else {
-                    ctx.ctr.req_dropped += 1;
-                }
-            }
-            RespErr::UcDrop => {
-                self.resp.drop_msg = true;
-                ctx.ctr.req_dropped += 1;
-            }
-            RespErr::MissingLastD1e => {
-                if self.resp.srq_wqe.is_some() {
-                    self.resp.drop_msg = true;
-                    self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
-                } else {
-                    self.abandon_partial();
-                }
-                ctx.ctr.req_dropped += 1;
-            }
-            RespErr::RkeyViolation => {
-                let fault = self.rkey_fault(ctx, p);
-                ctx.diag(self.qpn, Diagnostic::RemoteAccess(fault));
-                if rc {
-                    class_c(self, ctx, NAK_REM_ACC, WcStatus::RemAccessErr);
-                } else {
-                    self.resp.drop_msg = true;
-                    if self.resp.srq_wqe.is_some() {
-                        self.complete_recv(ctx, p, WcStatus::RemAccessErr);
-                    }
-                    self.abandon_partial();
-                    ctx.ctr.req_dropped += 1;
-                }
-            }
-            RespErr::Length => {
-                if rc {
-                    class_c(self, ctx, NAK_INV_REQ, WcStatus::RemInvReqErr);
-                } else {
-                    if self.resp.srq_wqe.is_some() {
-                        self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
-                    }
-                    self.resp.drop_msg = true;
-                    self.abandon_partial();
-                    ctx.ctr.req_dropped += 1;
-                }
-            }
-            RespErr::MalformedWqe => {
-                let (sges, _) = self.cur_recv_sges();
-                let f = ctx
-                    .mrs
-                    .classify_sges(self.pd, sges, AccessFlags::LOCAL_WRITE, 0, u64::MAX);
-                if let Some(f) = f {
-                    ctx.diag(self.qpn, Diagnostic::LocalProtection(f));
-                }
-                self.complete_recv(ctx, p, WcStatus::LocQpOpErr);
-                if rc {
-                    self.ack(ctx, psn, NAK_REM_OP);
-                }
-                self.to_error(ctx);
-            }
-            RespErr::InvalidateRkey => {
-                // class J: the requester still gets its ACK; the receiver sees the error
-                self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
-                if rc && p.bth().ack_req() {
-                    self.ack(ctx, psn, aeth::CREDITS_INVALID);
-                }
-                self.to_error(ctx);
-            }
         }
     }
 }

@@ -49,6 +49,8 @@ pub struct Opts {
     pub a_psn: u32,
     pub b_psn: u32,
     pub max_rd_atomic: u8,
+    /// Responder resources for READ/atomic (`max_dest_rd_atomic`, default 16).
+    pub max_dest_rd_atomic: u8,
     pub cqe: u32,
     pub access: AccessFlags,
     pub use_srq: bool,
@@ -69,6 +71,7 @@ impl Default for Opts {
             a_psn: 0x100,
             b_psn: 0x200,
             max_rd_atomic: 16,
+            max_dest_rd_atomic: 16,
             cqe: 256,
             access: AccessFlags::LOCAL_WRITE
                 | AccessFlags::REMOTE_WRITE
@@ -169,7 +172,7 @@ pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_
     a.path_mtu = o.mtu;
     a.dest_qp_num = peer.qpn;
     a.rq_psn = rq_psn;
-    a.max_dest_rd_atomic = 16;
+    a.max_dest_rd_atomic = o.max_dest_rd_atomic;
     a.min_rnr_timer = o.min_rnr_timer;
     let m = match o.qp_type {
         QpType::Rc => {
