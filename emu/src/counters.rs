@@ -110,4 +110,6 @@ counters! {
     diag_atomic_misaligned,
     /// NAK invalid request: a READ/atomic on a QP with `max_dest_rd_atomic` 0.
     diag_no_dest_rd_atomic,
+    /// A QP with `retry_cnt` 7 made no progress for a minute (once per stall).
+    diag_retrying_forever,
 }

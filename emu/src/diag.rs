@@ -2,13 +2,15 @@
 //! once per (QP, cause), with a message that says what happened and what the program should do.
 //! Every NAK a responder sends for a mistake (invalid request, remote access, remote operational
 //! error, RNR) has its cause here; a PSN-sequence NAK reports a loss, no mistake, and is only
-//! counted (`send_seq_err`).
+//! counted (`send_seq_err`). [`Diagnostic::RetryingForever`] is no mistake either, but a stall
+//! that would otherwise be silent: it is reported once per stall.
 //! The driver drains them with [`crate::Nic::poll_diagnostic`]; every occurrence (not only the
 //! first) is counted in the `diag_*` [`crate::Counters`].
 
 use crate::counters::Counters;
 use crate::verbs::QpState;
 use std::collections::{HashSet, VecDeque};
+use std::net::IpAddr;
 
 /// Why a memory key check failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -79,6 +81,14 @@ pub enum Diagnostic {
     CqOverflow,
     /// An incoming request was refused with a NAK invalid request, QP moved to ERR.
     InvalidRequest(BadRequest),
+    /// A QP with `retry_cnt` 7 (retry forever) has had no response acknowledging anything for
+    /// a minute while it has work outstanding; it keeps retrying. Reported once per stall.
+    RetryingForever {
+        /// The peer's address.
+        peer: IpAddr,
+        /// The peer's QP number.
+        dest_qpn: u32,
+    },
 }
 
 fn state_name(s: QpState) -> &'static str {
@@ -120,6 +130,7 @@ impl Diagnostic {
                 BadRequest::AtomicMisaligned => "diag_atomic_misaligned",
                 BadRequest::NoDestRdAtomic => "diag_no_dest_rd_atomic",
             },
+            Diagnostic::RetryingForever { .. } => "diag_retrying_forever",
         }
     }
 
@@ -177,8 +188,20 @@ impl Diagnostic {
                  Poll the CQ (ibv_poll_cq) regularly and size it for every outstanding work request (cqe >= max_send_wr + max_recv_wr of its QPs)"
                 .to_string(),
             Diagnostic::InvalidRequest(b) => bad_request(b),
+            Diagnostic::RetryingForever { peer, dest_qpn } => format!(
+                "no response from the peer {peer} QP {dest_qpn:#x} has acknowledged anything for a minute; \
+                 retry_cnt 7 retries forever, so this QP keeps retrying and its work requests wait. \
+                 Check that the peer is running and reachable, or use a retry_cnt below 7 so that the \
+                 work fails with IBV_WC_RETRY_EXC_ERR"
+            ),
         };
         format!("QP {qpn:#x}: {what}.")
+    }
+
+    /// Whether the diagnostic is queued only the first time on its QP; the others are raised
+    /// once per episode by their caller.
+    fn once_per_qp(&self) -> bool {
+        !matches!(self, Diagnostic::RetryingForever { .. })
     }
 
     fn count(&self, c: &mut Counters) {
@@ -208,6 +231,7 @@ impl Diagnostic {
                 BadRequest::AtomicMisaligned => &mut c.diag_atomic_misaligned,
                 BadRequest::NoDestRdAtomic => &mut c.diag_no_dest_rd_atomic,
             },
+            Diagnostic::RetryingForever { .. } => &mut c.diag_retrying_forever,
         };
         *f += 1;
     }
@@ -273,10 +297,12 @@ pub(crate) struct Diags {
 }
 
 impl Diags {
-    /// Counts `d` on `qpn`; queues it if it is the first of its cause on that QP.
+    /// Counts `d` on `qpn`; queues it if it is the first of its cause on that QP (or, for a
+    /// diagnostic its caller raises once per episode, every time).
     pub fn report(&mut self, ctr: &mut Counters, qpn: u32, d: Diagnostic) {
         d.count(ctr);
-        if self.seen.insert((qpn, d)) && self.pending.len() < MAX_PENDING {
+        let first = !d.once_per_qp() || self.seen.insert((qpn, d));
+        if first && self.pending.len() < MAX_PENDING {
             self.pending.push_back((qpn, d));
         }
     }

@@ -306,3 +306,63 @@ fn qp_without_remote_write_access() {
     assert_eq!(p.nic_b().counters().diag_qp_access, 1);
     assert!(drain(p.nic_a()).is_empty());
 }
+
+#[test]
+fn retrying_forever_is_said_once_per_stall_after_a_minute() {
+    // retry_cnt 7 retries forever (rxe): the QP keeps retrying toward a dead peer, and after
+    // a minute without progress says so, once per stall, naming the peer.
+    let mut p = Pair::new(80, LinkConfig::default(), Opts::default());
+    assert_eq!(p.opts.retry_cnt, 7);
+    let (aq, rkey) = (p.a.qpn, p.b.mr.rkey);
+    let link = LinkConfig::default();
+    let dead = LinkConfig { loss: 1.0, ..link };
+    let expected = vec![(
+        aq,
+        Diagnostic::RetryingForever {
+            peer: p.b.ip,
+            dest_qpn: p.b.qpn,
+        },
+    )];
+    // progress at t ≈ 0, then the QP idles for 100 s: idling is no stall
+    write(&mut p, 1, IOVA, rkey, 16);
+    assert_eq!(p.scq_a()[0].status, WcStatus::Success);
+    p.net.now = Instant::from_millis(100_000);
+    // the peer dies with a WRITE outstanding
+    p.net.set_default_link(dead);
+    write(&mut p, 2, IOVA, rkey, 16);
+    p.run(59_850);
+    assert!(drain(p.nic_a()).is_empty(), "said before a minute");
+    assert_eq!(p.nic_a().counters().diag_retrying_forever, 0);
+    assert!(p.nic_a().counters().retry_timeouts > 100, "still retrying");
+    p.run(1_100); // 61 s after the WRITE
+    let d = drain(p.nic_a());
+    assert_eq!(d, expected);
+    assert_eq!(
+        d[0].1.message(aq),
+        format!(
+            "QP {aq:#x}: no response from the peer 10.0.0.2 QP {:#x} has acknowledged anything for \
+             a minute; retry_cnt 7 retries forever, so this QP keeps retrying and its work requests \
+             wait. Check that the peer is running and reachable, or use a retry_cnt below 7 so \
+             that the work fails with IBV_WC_RETRY_EXC_ERR.",
+            p.b.qpn
+        )
+    );
+    // the same stall is not reported again
+    p.run(120_000);
+    assert!(drain(p.nic_a()).is_empty());
+    assert_eq!(p.nic_a().counters().diag_retrying_forever, 1);
+    assert!(drain(p.nic_b()).is_empty());
+    // the peer comes back: the WRITE completes, the stall is over
+    p.net.set_default_link(link);
+    p.run(2_000);
+    let wc = p.scq_a();
+    assert_eq!((wc[0].wr_id, wc[0].status), (2, WcStatus::Success));
+    // a second stall is a second report
+    p.net.set_default_link(dead);
+    write(&mut p, 3, IOVA, rkey, 16);
+    p.run(59_000);
+    assert!(drain(p.nic_a()).is_empty());
+    p.run(2_000);
+    assert_eq!(drain(p.nic_a()), expected);
+    assert_eq!(p.nic_a().counters().diag_retrying_forever, 2);
+}

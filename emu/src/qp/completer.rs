@@ -3,11 +3,16 @@
 //! timers and their counters, and maps NAK codes to completion statuses (C.3, C.4, C.9).
 use super::responder::Pkt;
 use super::{Ctx, Qp, MAX_RETRANS_BACKOFF, NEVER};
+use crate::diag::Diagnostic;
 use crate::queue::WqeState;
 use crate::time::Instant;
 use crate::verbs::*;
 use roce_wire::aeth::{NakCode, Syndrome};
 use roce_wire::{OpFlags, Opcode, Psn};
+
+/// How long a QP with `retry_cnt` 7 (retry forever) waits without progress before it says so
+/// ([`Diagnostic::RetryingForever`]): a minute of virtual time.
+pub(crate) const STALL_REPORT_NS: u64 = 60_000_000_000;
 
 /// rxe `enum comp_state`, reduced to the states that carry decisions.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +84,7 @@ impl Qp {
                 }
             }
             self.comp.last_progress = now.0;
+            self.comp.stall_reported = false;
         }
         if self.req.psn.diff(self.comp.psn) > 0 {
             self.arm_retrans(now);
@@ -579,10 +585,33 @@ impl Qp {
                     self.complete_head(ctx);
                     let _ = h;
                     self.to_error(ctx);
-                } else if self.req.psn.diff(self.comp.psn) > 0 && !self.req.need_retry {
-                    self.arm_retrans(now);
+                } else {
+                    if self.req.psn.diff(self.comp.psn) > 0 && !self.req.need_retry {
+                        self.arm_retrans(now);
+                    }
+                    self.report_stall(ctx, now);
                 }
             }
         }
+    }
+
+    /// `retry_cnt` 7 retries forever, as in rxe, so a dead peer would leave the QP's work
+    /// waiting without a word: once a stall has lasted [`STALL_REPORT_NS`] (no response
+    /// acknowledged anything since the later of the last progress and the moment the wait
+    /// began), say so, once per stall.
+    fn report_stall(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
+        if self.attr.retry_cnt != 7 || self.comp.stall_reported {
+            return;
+        }
+        let since = self.comp.last_progress.max(self.comp.busy_since);
+        if now.0.saturating_sub(since) < STALL_REPORT_NS {
+            return;
+        }
+        let Some(peer) = self.tx.as_ref().map(|t| t.dst_ip) else {
+            return;
+        };
+        self.comp.stall_reported = true;
+        let dest_qpn = self.attr.dest_qp_num;
+        ctx.diag(self.qpn, Diagnostic::RetryingForever { peer, dest_qpn });
     }
 }

@@ -160,6 +160,13 @@ pub(crate) struct CompState {
     pub backoff: u8,
     /// When a response last acknowledged something, in virtual nanoseconds.
     pub last_progress: u64,
+    /// When the requester last sent a new packet while nothing was outstanding (the wait for a
+    /// response began), in virtual nanoseconds. A stall is measured from the later of this and
+    /// `last_progress`.
+    pub busy_since: u64,
+    /// The current stall has been reported ([`Diagnostic::RetryingForever`](crate::Diagnostic));
+    /// cleared by progress.
+    pub stall_reported: bool,
     /// A response for a PSN this QP sent arrived since the last local ACK timeout.
     pub answered: bool,
 }
@@ -183,6 +190,8 @@ impl Default for CompState {
             rnr_deadline: NEVER,
             backoff: 0,
             last_progress: 0,
+            busy_since: 0,
+            stall_reported: false,
             answered: false,
         }
     }

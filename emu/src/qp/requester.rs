@@ -420,6 +420,10 @@ impl Qp {
             WqeState::Processing
         };
         if self.req.psn.diff(self.req.psn_hi) > 0 {
+            if self.comp.psn.diff(self.req.psn_hi) >= 0 {
+                // nothing was outstanding: the wait for a response starts now
+                self.comp.busy_since = now.0;
+            }
             self.req.psn_hi = self.req.psn;
         }
         if end {
