@@ -41,14 +41,21 @@ fn case(seed: u64, o: Opts, cause: BadRequest, provoke: impl Fn(&mut Pair) -> u3
     for round in 1..=2 {
         let nak_psn = provoke(&mut p);
         let sent = out_b(&mut p);
-        assert_eq!(sent.last(), nak(nak_psn, NAK_INV).last(), "{cause:?}: {sent:?}");
+        assert_eq!(
+            sent.last(),
+            nak(nak_psn, NAK_INV).last(),
+            "{cause:?}: {sent:?}"
+        );
         assert_eq!(p.qp_b().qp_state, QpState::Err, "{cause:?}");
         let d = drain(p.nic_b());
         if round == 1 {
             assert_eq!(d, vec![(bq, Diagnostic::InvalidRequest(cause))]);
             let m = d[0].1.message(bq);
             assert!(m.starts_with(&format!("QP {bq:#x}: ")), "{m}");
-            assert!(m.contains("(NAK invalid request sent, QP moved to ERR)"), "{m}");
+            assert!(
+                m.contains("(NAK invalid request sent, QP moved to ERR)"),
+                "{m}"
+            );
         } else {
             assert_eq!(d, vec![], "{cause:?}: reported once per QP and cause");
         }
@@ -98,7 +105,10 @@ fn payload_the_path_mtu_does_not_allow() {
         0x100
     });
     let m = Diagnostic::InvalidRequest(cause).message(0x11);
-    assert!(m.contains("path MTU of 1024 bytes") && m.contains("same path_mtu"), "{m}");
+    assert!(
+        m.contains("path MTU of 1024 bytes") && m.contains("same path_mtu"),
+        "{m}"
+    );
 }
 
 #[test]

@@ -373,7 +373,11 @@ fn write_only_must_carry_its_whole_reth_length() {
     let naked = |p: &mut Pair, psn: u32| {
         assert_eq!(drain_b(p), vec![(s("ACKNOWLEDGE"), psn, Some(0x61), 0)]);
         assert_eq!(p.qp_b().qp_state, QpState::Err);
-        assert_eq!(p.b.mem.load(0, 2 * mtu), vec![0; 2 * mtu], "nothing written");
+        assert_eq!(
+            p.b.mem.load(0, 2 * mtu),
+            vec![0; 2 * mtu],
+            "nothing written"
+        );
     };
     // WRITE_ONLY: one MTU of payload, a RETH length of two
     let mut p = Pair::new(11, LinkConfig::default(), Opts::default());

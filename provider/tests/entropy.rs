@@ -36,7 +36,10 @@ fn first_keys_as_pid_1() {
         return;
     }
     let (rkeys, psn) = first_keys("127.31.22.2");
-    println!("keys pid={} rkeys={rkeys:x?} psn={psn:#x}", std::process::id());
+    println!(
+        "keys pid={} rkeys={rkeys:x?} psn={psn:#x}",
+        std::process::id()
+    );
 }
 
 #[test]
@@ -70,7 +73,13 @@ fn two_containers_get_different_keys_and_psns() {
             return;
         }
     };
-    assert!(a.starts_with("keys pid=1 "), "not PID 1 of its namespace: {a}");
-    assert!(b.starts_with("keys pid=1 "), "not PID 1 of its namespace: {b}");
+    assert!(
+        a.starts_with("keys pid=1 "),
+        "not PID 1 of its namespace: {a}"
+    );
+    assert!(
+        b.starts_with("keys pid=1 "),
+        "not PID 1 of its namespace: {b}"
+    );
     assert_ne!(a, b, "two containers got the same rkeys and initial PSN");
 }
