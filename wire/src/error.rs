@@ -28,6 +28,11 @@ pub enum Error {
     Malformed,
     /// Not a RoCE packet at all (other EtherType, other UDP port, …).
     NotRoce,
+    /// A MAD that is not a CM MAD the kernel CM takes (base version 1, class 0x07, class
+    /// version 2).
+    NotCm,
+    /// A MAD attribute this crate has no message for (CM: anything but the nine messages).
+    UnknownAttribute(u16),
 }
 
 /// Result with the crate's [`Error`].
@@ -50,6 +55,8 @@ impl fmt::Display for Error {
             Error::BadLength => write!(f, "inconsistent length"),
             Error::Malformed => write!(f, "malformed field"),
             Error::NotRoce => write!(f, "not a RoCE packet"),
+            Error::NotCm => write!(f, "not a CM MAD (base version 1, class 0x07, version 2)"),
+            Error::UnknownAttribute(a) => write!(f, "unknown MAD attribute {a:#06x}"),
         }
     }
 }

@@ -17,6 +17,12 @@
 //! 802.1Q, Linux cooked and raw-IP frames (L2–L4 parsed by `pnet_packet`), and [`pcap`] reads
 //! pcap/pcapng and writes pcap files that Wireshark dissects as InfiniBand.
 //!
+//! Above the transport, [`mad`] is the 24-byte MAD common header of the 256-byte management
+//! datagrams sent to QP 1, [`cm`] the IB CM messages (REQ, MRA, REJ, REP, RTU, DREQ, DREP,
+//! SIDR_REQ, SIDR_REP; IBA vol 1 chapter 12) with every field at its bit offset, and [`cma`]
+//! what kernel rdma_cm adds on top: service IDs from port spaces and ports, and the `cma_hdr`
+//! carrying the IP addresses in REQ and SIDR_REQ private data.
+//!
 //! The crate allocates nothing on the parse/emit path. Its only `unsafe` is one 16-byte store
 //! in the ICRC routine (`store16`, with its safety argument and the measurement that asked for it).
 #![cfg_attr(not(feature = "std"), no_std)]
@@ -27,6 +33,8 @@ pub mod aeth;
 pub mod atomic_ack_eth;
 pub mod atomic_eth;
 pub mod bth;
+pub mod cm;
+pub mod cma;
 pub mod cnp;
 pub mod deth;
 mod error;
@@ -34,6 +42,7 @@ pub mod field;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod mad;
 pub mod opcode;
 mod psn;
 pub mod rdeth;
