@@ -6,10 +6,9 @@ use super::*;
 /// Packets after which a long transmit burst flushes and receives once before it goes on: a
 /// PSN-sequence NAK that arrived meanwhile rewinds the requester before it sends the rest of
 /// its window (which the responder would drop, go-back-N). One 64 KiB message at MTU 4096.
-/// 16 rather than 32 (2026-11-30, `loss_bw --rounds 3 --secs 0.6 --timeout 12`, five
-/// alternating pairs): the responder discarded 20 packets per loss instead of 29, and the lossy
-/// rate was 11.6 Gb/s on average instead of 11.0 (ratio 0.66 instead of 0.59). 8 discarded 14
-/// per loss, but its extra system calls cost as much as that saved (9.3 and 11.3 Gb/s).
+/// 16 rather than 32: the responder discards about 20 packets per loss instead of 29, for a
+/// better lossy rate; 8 discards 14, but its extra system calls cost as much as that saves
+/// (the measurements: docs/journal.md, 2026-11-30).
 const PIECE_PKTS: usize = 16;
 /// How long after the engine's last retry long bursts go out in pieces. Without loss they do
 /// not: the extra `sendmmsg` and `recvmmsg` per piece cost a lossless 64 KiB Write stream about
@@ -137,11 +136,10 @@ impl Shared {
             }
             // ACKs go last, behind this burst's requests: an ACK that follows a SEND of the
             // same QP joins its GSO run (one datagram through the kernel instead of two), and
-            // the peer handles the request before the ACK. (Tried 2026-12-02: on the latency
-            // path, the reply in a system call of its own and the ACK in a second one right
-            // after. roce bench --tests lat p50 ratio 1.44 -> 1.34, 11 alternating pairs, but
-            // perftest ib_send_lat through the drop-in 21.6 -> 25.5 us RTT: it waits for each
-            // send's completion, so the ACK is on its critical path. Not kept.)
+            // the peer handles the request before the ACK. (The reply and the ACK in two
+            // system calls, reply first, helps a ping-pong that does not wait for its send
+            // completions but slows one that does, as perftest's ib_send_lat: the ACK is then
+            // on its critical path. Not kept; docs/journal.md, 2026-12-02.)
             self.commit_acks(tx, sock, acks);
             total += produced;
             if tx.is_empty() {

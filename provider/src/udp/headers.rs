@@ -179,8 +179,8 @@ pub enum IcrcPolicy {
     /// ICRC and the packet is dropped. Right when every peer is this emulator.
     Strict,
     /// Verify assuming identification 0; on mismatch accept the packet as *not verifiable* and
-    /// count it (peers may be kernel rxe or hardware, whose identifications are nonzero). The
-    /// default until 2026-12-02: it accepts a corrupted packet as readily as a foreign ID.
+    /// count it (peers may be kernel rxe or hardware, whose identifications are nonzero). Not the
+    /// default: it accepts a corrupted packet as readily as a foreign ID.
     AssumeZeroElseAccept,
     /// Do not check IPv4 ICRCs at all; count every IPv4 packet as not verifiable.
     Trust,
