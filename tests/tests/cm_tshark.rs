@@ -1,7 +1,7 @@
 //! CM MADs from our emitter, judged by tshark: REQ, REP, RTU, REJ, DREQ and DREP (the CM
-//! messages Wireshark 4.0's InfiniBand dissector decodes) as UD SENDs to QP 1 in RoCEv2/IPv4
-//! frames, every field tshark names compared with the value we put in, on a capture with no
-//! malformed-packet report. MRA, SIDR_REQ and SIDR_REP (which the dissector leaves as MAD
+//! messages Wireshark 4.0's InfiniBand dissector decodes; the REQ also from an IPv6 id in an
+//! IPv6 frame) as UD SENDs to QP 1 in RoCEv2 frames, every field tshark names compared with
+//! the value we put in, on a capture with no malformed-packet report. MRA, SIDR_REQ and SIDR_REP (which the dissector leaves as MAD
 //! data) are checked for their MAD header only.
 //!
 //! Field values are chosen distinct and mostly non-zero (other than what rdma_cm sends), so a
@@ -205,8 +205,8 @@ fn expected(m: &Message) -> Vec<(&'static str, String)> {
         ("infiniband.mad.attributemodifier", n(0)),
     ];
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-    match m {
-        Message::Req(r) => {
+    if let Message::Req(r) = m {
+        {
             let p = &r.primary_path;
             e.extend([
                 ("infiniband.cm.req", n(r.local_comm_id as u64)),
@@ -284,10 +284,7 @@ fn expected(m: &Message) -> Vec<(&'static str, String)> {
                 ),
             ]);
         }
-        _ => {}
-    }
-    match m {
-        Message::Req(r) => {
+        {
             let h = cma::Repr::parse_private_data(&r.private_data).unwrap();
             let (src, dst) = (h.src_addr.to_string(), h.dst_addr.to_string());
             let (lgid, rgid) = (
@@ -324,7 +321,6 @@ fn expected(m: &Message) -> Vec<(&'static str, String)> {
                 ]);
             }
         }
-        _ => {}
     }
     match m {
         Message::Rep(r) => e.extend([
