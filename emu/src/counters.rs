@@ -112,4 +112,10 @@ counters! {
     diag_no_dest_rd_atomic,
     /// A QP with `retry_cnt` 7 made no progress for a minute (once per stall).
     diag_retrying_forever,
+    /// `ibv_modify_qp` or `ibv_create_ah` refused an address vector (no GRH, bad port, empty
+    /// or link-local source GID, mixed address families).
+    diag_bad_av,
+    /// The driver reported a datagram that could not leave the host (destination `::`, or
+    /// the kernel refused it); the driver counts the datagrams (`tx_unroutable`).
+    diag_unroutable,
 }

@@ -8,9 +8,72 @@
 //! first) is counted in the `diag_*` [`crate::Counters`].
 
 use crate::counters::Counters;
-use crate::verbs::QpState;
+use crate::verbs::{Gid, QpState};
+use crate::Error;
 use std::collections::{HashSet, VecDeque};
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
+
+/// The QP number of a diagnostic that concerns no QP (an address vector refused by
+/// `ibv_create_ah`): its message has no `QP 0x..:` prefix.
+pub const NO_QP: u32 = u32::MAX;
+
+/// What is wrong with an address vector given to `ibv_modify_qp` (`IBV_QP_AV`) or
+/// `ibv_create_ah`, in the order the kernel checks it on a RoCE port.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AvProblem {
+    /// `port_num` is not the device's one port (`rdma_check_ah_attr`: EINVAL).
+    BadPort {
+        /// The port number given.
+        port: u8,
+    },
+    /// `is_global` is 0: a RoCE address vector needs a GRH (`rdma_check_ah_attr`: EINVAL).
+    NoGrh,
+    /// `grh.sgid_index` names an empty GID table entry (the GID cache: ENODATA).
+    EmptySourceGid {
+        /// The index given.
+        index: u8,
+    },
+    /// `grh.sgid_index` names the link-local `fe80::` GID, which this NIC lists (as rxe does)
+    /// but cannot send from (EINVAL; emu README, deviation 18).
+    LinkLocalSource {
+        /// The index given.
+        index: u8,
+    },
+    /// Source and destination GIDs of different address families, e.g. an IPv4 source GID
+    /// and a zero destination GID (address resolution: EINVAL).
+    FamilyMismatch {
+        /// The source GID index.
+        index: u8,
+        /// The source GID.
+        sgid: Gid,
+        /// The destination GID.
+        dgid: Gid,
+    },
+}
+
+impl AvProblem {
+    /// The error the verb returns (errno as the kernel's).
+    pub fn error(&self) -> Error {
+        match self {
+            AvProblem::EmptySourceGid { .. } => Error::NoData,
+            _ => Error::Invalid,
+        }
+    }
+}
+
+/// Why a datagram could not leave the host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Unroutable {
+    /// Its destination is the unspecified address (GID `::`, or `::ffff:0.0.0.0`), which a
+    /// socket would deliver to this host itself: it is not sent.
+    Unspecified,
+    /// The kernel refused to send it (`sendmmsg`: ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL,
+    /// EINVAL, …).
+    Refused {
+        /// The errno.
+        errno: i32,
+    },
+}
 
 /// Why a memory key check failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,6 +152,43 @@ pub enum Diagnostic {
         /// The peer's QP number.
         dest_qpn: u32,
     },
+    /// An address vector was refused by `verb` (`ibv_modify_qp` or `ibv_create_ah`); reported
+    /// at the call, with [`NO_QP`] for `ibv_create_ah`.
+    AddressVector {
+        /// The verb.
+        verb: &'static str,
+        /// What is wrong.
+        problem: AvProblem,
+        /// The GID of the device's IP address (GID index 1), the one to use.
+        ip_gid: Gid,
+    },
+    /// The local ACK timer expired `retry_cnt` + 1 times without the peer acknowledging
+    /// anything: the work request completed with `IBV_WC_RETRY_EXC_ERR`, the QP went to ERR.
+    RetryExceeded {
+        /// The peer's address.
+        peer: IpAddr,
+        /// The peer's QP number.
+        dest_qpn: u32,
+        /// The QP's `retry_cnt`.
+        retry_cnt: u8,
+    },
+    /// The peer answered RNR more often than `rnr_retry` allows: the work request completed
+    /// with `IBV_WC_RNR_RETRY_EXC_ERR`, the QP went to ERR.
+    RnrRetryExceeded {
+        /// The peer's address.
+        peer: IpAddr,
+        /// The peer's QP number.
+        dest_qpn: u32,
+        /// The QP's `rnr_retry`.
+        rnr_retry: u8,
+    },
+    /// A datagram of this QP could not leave the host (reported by the driver, which sends).
+    Unroutable {
+        /// Its destination.
+        dst: IpAddr,
+        /// Why.
+        cause: Unroutable,
+    },
 }
 
 fn state_name(s: QpState) -> &'static str {
@@ -131,6 +231,10 @@ impl Diagnostic {
                 BadRequest::NoDestRdAtomic => "diag_no_dest_rd_atomic",
             },
             Diagnostic::RetryingForever { .. } => "diag_retrying_forever",
+            Diagnostic::AddressVector { .. } => "diag_bad_av",
+            Diagnostic::RetryExceeded { .. } => "retry_exceeded_err",
+            Diagnostic::RnrRetryExceeded { .. } => "retry_rnr_exceeded_err",
+            Diagnostic::Unroutable { .. } => "diag_unroutable",
         }
     }
 
@@ -194,8 +298,72 @@ impl Diagnostic {
                  Check that the peer is running and reachable, or use a retry_cnt below 7 so that the \
                  work fails with IBV_WC_RETRY_EXC_ERR"
             ),
+            Diagnostic::AddressVector {
+                verb,
+                problem,
+                ip_gid,
+            } => av_problem(verb, problem, ip_gid),
+            Diagnostic::RetryExceeded {
+                peer,
+                dest_qpn,
+                retry_cnt,
+            } => format!(
+                "no ACK came from the peer {peer} QP {dest_qpn:#x} through retry_cnt {retry_cnt} \
+                 retransmissions (IBV_WC_RETRY_EXC_ERR, QP moved to ERR). Check that the peer is \
+                 running and reachable at that address, that its QP is in RTR or RTS, and that each \
+                 side was given the other's QPN, GID and PSNs"
+            ),
+            Diagnostic::RnrRetryExceeded {
+                peer,
+                dest_qpn,
+                rnr_retry,
+            } => format!(
+                "the peer {peer} QP {dest_qpn:#x} answered RNR (no receive WR posted) more often \
+                 than rnr_retry {rnr_retry} allows (IBV_WC_RNR_RETRY_EXC_ERR, QP moved to ERR). \
+                 The peer must post receive WRs before this side sends to it; rnr_retry 7 retries \
+                 forever"
+            ),
+            Diagnostic::Unroutable { dst, cause } => unroutable(dst, cause),
         };
-        format!("QP {qpn:#x}: {what}.")
+        if qpn == NO_QP {
+            format!("{what}.")
+        } else {
+            format!("QP {qpn:#x}: {what}.")
+        }
+    }
+
+    /// What decides "the same cause" for reporting once per QP: the address, GIDs and errno
+    /// of an address vector or unroutable datagram do not (a UD QP sending to many bad
+    /// destinations is told once).
+    fn dedup_key(&self) -> Diagnostic {
+        match *self {
+            Diagnostic::AddressVector {
+                verb,
+                problem: AvProblem::FamilyMismatch { .. },
+                ..
+            } => Diagnostic::AddressVector {
+                verb,
+                problem: AvProblem::FamilyMismatch {
+                    index: 0,
+                    sgid: [0; 16],
+                    dgid: [0; 16],
+                },
+                ip_gid: [0; 16],
+            },
+            Diagnostic::AddressVector { verb, problem, .. } => Diagnostic::AddressVector {
+                verb,
+                problem,
+                ip_gid: [0; 16],
+            },
+            Diagnostic::Unroutable { cause, .. } => Diagnostic::Unroutable {
+                dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+                cause: match cause {
+                    Unroutable::Unspecified => Unroutable::Unspecified,
+                    Unroutable::Refused { .. } => Unroutable::Refused { errno: 0 },
+                },
+            },
+            d => d,
+        }
     }
 
     /// Whether the diagnostic is queued only the first time on its QP; the others are raised
@@ -232,6 +400,10 @@ impl Diagnostic {
                 BadRequest::NoDestRdAtomic => &mut c.diag_no_dest_rd_atomic,
             },
             Diagnostic::RetryingForever { .. } => &mut c.diag_retrying_forever,
+            Diagnostic::AddressVector { .. } => &mut c.diag_bad_av,
+            Diagnostic::RetryExceeded { .. } => &mut c.retry_exceeded_err,
+            Diagnostic::RnrRetryExceeded { .. } => &mut c.retry_rnr_exceeded_err,
+            Diagnostic::Unroutable { .. } => &mut c.diag_unroutable,
         };
         *f += 1;
     }
@@ -286,6 +458,97 @@ fn bad_request(b: &BadRequest) -> String {
     }
 }
 
+/// The diagnostic of an address vector `verb` refused on a device with GID table `gids`.
+pub(crate) fn av_refused(verb: &'static str, problem: AvProblem, gids: &[Gid]) -> Diagnostic {
+    Diagnostic::AddressVector {
+        verb,
+        problem,
+        ip_gid: gids.get(1).copied().unwrap_or_default(),
+    }
+}
+
+/// A GID as an address (`::ffff:a.b.c.d` for IPv4-mapped ones, as `ibv_devinfo` prints it).
+fn gid_str(g: &Gid) -> String {
+    std::net::Ipv6Addr::from(*g).to_string()
+}
+
+/// What is wrong with an address vector and what to give instead.
+fn av_problem(verb: &str, p: &AvProblem, ip_gid: &Gid) -> String {
+    let ip = gid_str(ip_gid);
+    let what = match p {
+        AvProblem::BadPort { port } => format!(
+            "ah_attr.port_num is {port}, and this device has one port (EINVAL, as the kernel's \
+             rdma_check_ah_attr). Set ah_attr.port_num = 1"
+        ),
+        AvProblem::NoGrh => format!(
+            "ah_attr.is_global is 0, and on a RoCE port every address vector needs a GRH (EINVAL, \
+             as the kernel's rdma_check_ah_attr). Set ah_attr.is_global = 1, ah_attr.grh.dgid to \
+             the peer's GID and ah_attr.grh.sgid_index = 1 (GID {ip}): ibv_*_pingpong need -g 1, \
+             perftest -x 1"
+        ),
+        AvProblem::EmptySourceGid { index } => format!(
+            "ah_attr.grh.sgid_index {index} is an empty GID table entry (ENODATA, as the kernel's \
+             GID cache); this port lists GID 0 (link-local fe80::) and GID 1 ({ip}). Use \
+             sgid_index 1"
+        ),
+        AvProblem::LinkLocalSource { index } => format!(
+            "ah_attr.grh.sgid_index {index} is the port's link-local GID (fe80::), which this \
+             emulated NIC lists as rxe does but cannot send from: it sends from its IP address \
+             only (EINVAL). Use GID index 1 ({ip}): -g 1 for ibv_*_pingpong, -x 1 for perftest, \
+             FI_VERBS_GID_IDX=1 for libfabric, UCX_IB_GID_INDEX=1 for UCX"
+        ),
+        AvProblem::FamilyMismatch { dgid, .. } if *dgid == [0; 16] => {
+            "ah_attr.grh.dgid is :: (all zero), so the peer's GID was never filled in (EINVAL, as \
+             the kernel's address resolution). Set it to the peer's GID: for an IPv4 peer its GID \
+             1, ::ffff:a.b.c.d"
+                .to_string()
+        }
+        AvProblem::FamilyMismatch { index, sgid, dgid } => format!(
+            "source GID {index} ({}) and destination GID {} are of different address families \
+             (EINVAL, as the kernel's address resolution). Give the peer's GID of this GID's \
+             family: for an IPv4 peer its GID 1, ::ffff:a.b.c.d, with sgid_index 1",
+            gid_str(sgid),
+            gid_str(dgid)
+        ),
+    };
+    format!("{verb} refused the address vector: {what}")
+}
+
+/// The symbolic name of the errnos a send reports for a destination.
+fn errno_name(e: i32) -> String {
+    let n = match e {
+        1 => "EPERM",
+        13 => "EACCES",
+        22 => "EINVAL",
+        97 => "EAFNOSUPPORT",
+        99 => "EADDRNOTAVAIL",
+        101 => "ENETUNREACH",
+        113 => "EHOSTUNREACH",
+        _ => return format!("errno {e}"),
+    };
+    n.to_string()
+}
+
+fn unroutable(dst: &IpAddr, cause: &Unroutable) -> String {
+    match cause {
+        Unroutable::Unspecified => format!(
+            "a datagram to {dst} was not sent: its destination GID is :: (unspecified), so \
+             nothing it sends can reach a peer. Set the address vector's grh.dgid to the peer's \
+             GID (for an IPv4 peer its GID 1, ::ffff:a.b.c.d)"
+        ),
+        Unroutable::Refused { errno } => {
+            let desc = std::io::Error::from_raw_os_error(*errno).to_string();
+            let desc = desc.split(" (os error").next().unwrap_or_default();
+            format!(
+                "a datagram to {dst} could not leave the host: sendmmsg failed with {} ({desc}), \
+                 and every datagram to it is lost. Check that the address vector's dgid is the \
+                 peer's GID and that this host has a route to it (ip route get {dst})",
+                errno_name(*errno)
+            )
+        }
+    }
+}
+
 /// Most diagnostics kept undrained (further ones are not queued; they are still counted).
 const MAX_PENDING: usize = 64;
 
@@ -301,7 +564,7 @@ impl Diags {
     /// diagnostic its caller raises once per episode, every time).
     pub fn report(&mut self, ctr: &mut Counters, qpn: u32, d: Diagnostic) {
         d.count(ctr);
-        let first = !d.once_per_qp() || self.seen.insert((qpn, d));
+        let first = !d.once_per_qp() || self.seen.insert((qpn, d.dedup_key()));
         if first && self.pending.len() < MAX_PENDING {
             self.pending.push_back((qpn, d));
         }

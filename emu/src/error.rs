@@ -15,6 +15,8 @@ pub enum Error {
     Busy,
     /// Not supported by this device (EOPNOTSUPP).
     NotSupported,
+    /// No such entry, e.g. an empty GID table entry (ENODATA, as the kernel's GID cache).
+    NoData,
 }
 
 impl Error {
@@ -26,6 +28,7 @@ impl Error {
             Error::NotFound => 2,
             Error::Busy => 16,
             Error::NotSupported => 95,
+            Error::NoData => 61,
         }
     }
 }
@@ -38,6 +41,7 @@ impl fmt::Display for Error {
             Error::NotFound => "no such object",
             Error::Busy => "object in use",
             Error::NotSupported => "operation not supported",
+            Error::NoData => "no data available",
         })
     }
 }

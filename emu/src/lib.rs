@@ -30,7 +30,7 @@ pub mod time;
 pub mod verbs;
 
 pub use counters::Counters;
-pub use diag::{BadRequest, Diagnostic, KeyFault};
+pub use diag::{AvProblem, BadRequest, Diagnostic, KeyFault, Unroutable};
 pub use error::{Error, Result};
 pub use mem::{MemoryRegion, Mr, VecMemory};
 pub use net::{IcrcPolicy, RxMeta, Transmit};

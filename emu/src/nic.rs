@@ -168,6 +168,7 @@ impl Nic {
                 port_mtu: active_mtu.bytes(),
                 tx_ipv4_id: cfg.tx_ipv4_id,
                 ud_tx: None,
+                last_tx_qpn: 0,
             },
             qps: QpTable::default(),
             next_qpn: MIN_QPN,
@@ -227,6 +228,13 @@ impl Nic {
     /// occurrence is counted in the `diag_*` counters.
     pub fn poll_diagnostic(&mut self) -> Option<(u32, crate::diag::Diagnostic)> {
         self.sh.diags.pop()
+    }
+
+    /// For the driver: a datagram of QP `qpn` (see [`Nic::last_transmit_qpn`]) to `dst` could
+    /// not leave the host. Counted in `diag_unroutable`; reported once per QP and cause.
+    pub fn report_unroutable(&mut self, qpn: u32, dst: IpAddr, cause: crate::diag::Unroutable) {
+        self.sh
+            .diag(qpn, crate::diag::Diagnostic::Unroutable { dst, cause });
     }
 
     // ---------------------------------------------------------------- QPs
@@ -622,6 +630,13 @@ impl Nic {
         self.sh.tx_ipv4_id = id;
     }
 
+    /// The QP that produced the datagram [`Nic::poll_transmit`] returned last (its request or
+    /// its response), for a driver that reports a datagram it could not send.
+    #[inline]
+    pub fn last_transmit_qpn(&self) -> u32 {
+        self.sh.last_tx_qpn
+    }
+
     /// False when [`Nic::poll_transmit`] would return `None` at once (no QP is ready to
     /// send); lets a driver skip preparing a buffer.
     #[inline]
@@ -639,6 +654,7 @@ impl Nic {
         // The record is built here, in the caller, from the QP's copy (written long before):
         // see `qp::requester::seal`.
         let (qpn, len) = self.poll_ready(now, buf)?;
+        self.sh.last_tx_qpn = qpn;
         let qp = self.qps.get(qpn)?;
         let t = if qp.qp_type == QpType::Ud {
             self.sh.ud_tx.as_ref()?

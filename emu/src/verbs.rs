@@ -607,7 +607,7 @@ impl Default for DeviceAttr {
             sys_image_guid: 0,
             max_mr_size: u64::MAX,
             page_size_cap: 0xffff_f000,
-            vendor_id: 0,
+            vendor_id: 0xFF_FFFF,
             vendor_part_id: 0,
             hw_ver: 0,
             max_qp: 0x10000,

@@ -69,7 +69,19 @@ fn rnr_is_reported_once_on_the_receiver_and_counted_every_time() {
     );
     assert_eq!(p.nic_b().counters().diag_rnr_no_recv, 3);
     assert_eq!(p.nic_b().counters().send_rnr_err, 3);
-    assert!(drain(p.nic_a()).is_empty());
+    // The sender ran out of RNR retries: said once, on its side (issue 20 item 3).
+    let (aq, bip) = (p.a.qpn, p.b.ip);
+    assert_eq!(
+        drain(p.nic_a()),
+        vec![(
+            aq,
+            Diagnostic::RnrRetryExceeded {
+                peer: bip,
+                dest_qpn: bq,
+                rnr_retry: 2
+            }
+        )]
+    );
 }
 
 #[test]

@@ -59,6 +59,7 @@ int main(void)
 	CHECK("send with no receive posted -> IBV_WC_RNR_RETRY_EXC_ERR", r == 0 && n == 1 && wc.status == IBV_WC_RNR_RETRY_EXC_ERR,
 	      "ret %d n %d status %d", r, n, wc.status);
 	printf("QPN rnr %u\n", d->qp_num);
+	printf("QPN rnr_sender %u\n", s->qp_num);
 	while (ibv_poll_cq(cq, 1, &wc) > 0)
 		;
 

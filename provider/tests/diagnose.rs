@@ -1,7 +1,7 @@
 //! Diagnostics that teach (issue 4, item 6): `diagnose.c` provokes each classic verbs mistake
 //! through the C ABI on `roce run --ip 127.0.0.1`; stderr must carry exactly one warning per
 //! cause and QP, on the side where it happened, with the exact message, and `roce stat` must
-//! count them (`diag_*`).
+//! count them (`diag_*`; RNR retries running out in rxe's `retry_rnr_exceeded_err`).
 
 mod common;
 use common::*;
@@ -161,9 +161,27 @@ fn each_classic_mistake_warns_once_and_is_counted() {
             "roce stat does not show {counter}"
         );
     }
+    // The sender of the RNR case ran out of RNR retries (rnr_retry 3): said on its side.
+    let (s, d) = (qpn["rnr_sender"], qpn["rnr"]);
+    let line = format!(
+        "roce: QP {s:#x}: the peer 127.0.0.1 QP {d:#x} answered RNR (no receive WR posted) more \
+         often than rnr_retry 3 allows (IBV_WC_RNR_RETRY_EXC_ERR, QP moved to ERR). The peer must \
+         post receive WRs before this side sends to it; rnr_retry 7 retries forever."
+    );
+    assert_eq!(
+        warnings.iter().filter(|w| **w == line).count(),
+        1,
+        "expected once on stderr:\n{line}\nwarnings:\n{warnings:#?}"
+    );
+    assert!(
+        out.stdout
+            .lines()
+            .any(|l| l.trim().starts_with("retry_rnr_exceeded_err 1")),
+        "roce stat does not show retry_rnr_exceeded_err 1"
+    );
     assert_eq!(
         warnings.len(),
-        EXPECTED.len(),
+        EXPECTED.len() + 1,
         "one warning per cause and QP, nothing else: {warnings:#?}"
     );
 }

@@ -296,3 +296,49 @@ fn roce_bench_server_and_client() {
         "{stdout}"
     );
 }
+
+/// A UD send toward the unspecified address (GID `::ffff:0.0.0.0`, IPv4-mapped, so the address
+/// vector passes the family check) would reach this host itself through a socket: it is not sent,
+/// the runtime counts it (`tx_unroutable`) and the engine reports it once for the QP
+/// (`diag_unroutable` counts both sends). Issue 20 item 3.
+#[test]
+fn a_ud_send_to_the_unspecified_address_is_not_sent_and_is_counted() {
+    let a = side("127.31.10.1");
+    let qp = a
+        .pd
+        .create_qp(&a.cq, &a.cq, QpType::Ud)
+        .build()
+        .unwrap()
+        .activate()
+        .unwrap();
+    let mut dgid = [0u8; 16];
+    dgid[10..12].copy_from_slice(&[0xff, 0xff]);
+    let ah = a
+        .pd
+        .create_ah_with(roce_emu::AhAttr {
+            dgid,
+            ..roce_emu::AhAttr::to_ip(ip("127.31.10.1"))
+        })
+        .unwrap();
+    let msg = a.pd.allocate(64, all()).unwrap();
+    let before = a.ctx.runtime().unwrap().stats();
+    for id in 0..2 {
+        qp.post_send_ud(&[msg.slice(..16)], &ah, 1234, DEFAULT_QKEY, id)
+            .unwrap();
+        ok(&a.cq);
+    }
+    let get = |s: &roce_provider::runtime::Stats, k: &str| {
+        s.counters
+            .iter()
+            .find(|(n, _)| n == k)
+            .map_or(0, |(_, v)| *v)
+    };
+    let after = a.ctx.runtime().unwrap().stats();
+    assert_eq!(get(&after, "tx_unroutable"), 2);
+    assert_eq!(
+        get(&after, "tx_datagrams"),
+        get(&before, "tx_datagrams"),
+        "nothing sent"
+    );
+    assert_eq!(get(&after, "diag_unroutable"), 2);
+}

@@ -186,7 +186,11 @@ impl Nic {
     /// `ibv_create_ah`.
     pub fn create_ah(&mut self, pd: Pd, attr: AhAttr) -> Result<Ah> {
         self.pds.get(pd.0).ok_or(Error::Invalid)?;
-        crate::qp::Path::from_av(&attr, &self.sh.gids).ok_or(Error::Invalid)?;
+        if let Err(problem) = crate::qp::Path::from_av(&attr, &self.sh.gids) {
+            let d = crate::diag::av_refused("ibv_create_ah", problem, &self.sh.gids);
+            self.sh.diag(crate::diag::NO_QP, d);
+            return Err(problem.error());
+        }
         if self.sh.ahs.len() >= self.cfg.device_attr.max_ah as usize {
             return Err(Error::NoMem);
         }

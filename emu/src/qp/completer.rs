@@ -234,7 +234,13 @@ impl Qp {
                         self.comp.rnr_deadline = now.add_nanos(us * 1000).0;
                         CompSt::Done
                     } else {
-                        ctx.ctr.retry_rnr_exceeded_err += 1;
+                        // (counted in retry_rnr_exceeded_err by the diagnostic)
+                        let d = Diagnostic::RnrRetryExceeded {
+                            peer: self.peer_ip(),
+                            dest_qpn: self.attr.dest_qp_num,
+                            rnr_retry: self.attr.rnr_retry,
+                        };
+                        ctx.diag(self.qpn, d);
                         let h = self.sq.head;
                         self.sq.get_mut(h).status = WcStatus::RnrRetryExcErr;
                         CompSt::Error
@@ -534,7 +540,13 @@ impl Qp {
             }
             CompSt::Done
         } else {
-            ctx.ctr.retry_exceeded_err += 1;
+            // (counted in retry_exceeded_err by the diagnostic)
+            let d = Diagnostic::RetryExceeded {
+                peer: self.peer_ip(),
+                dest_qpn: self.attr.dest_qp_num,
+                retry_cnt: self.attr.retry_cnt,
+            };
+            ctx.diag(self.qpn, d);
             let h = self.sq.head;
             self.sq.get_mut(h).status = WcStatus::RetryExcErr;
             CompSt::Error
@@ -607,11 +619,21 @@ impl Qp {
         if now.0.saturating_sub(since) < STALL_REPORT_NS {
             return;
         }
-        let Some(peer) = self.tx.as_ref().map(|t| t.dst_ip) else {
+        if self.tx.is_none() {
             return;
-        };
+        }
+        let peer = self.peer_ip();
         self.comp.stall_reported = true;
         let dest_qpn = self.attr.dest_qp_num;
         ctx.diag(self.qpn, Diagnostic::RetryingForever { peer, dest_qpn });
+    }
+
+    /// The address this connected QP sends to (unspecified before it has a path).
+    fn peer_ip(&self) -> std::net::IpAddr {
+        self.tx
+            .as_ref()
+            .map_or(std::net::IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED), |t| {
+                t.dst_ip
+            })
     }
 }

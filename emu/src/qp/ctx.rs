@@ -23,6 +23,8 @@ pub(crate) struct Shared {
     /// The transmit record of the last UD datagram built (a UD path comes with each WQE;
     /// connected QPs keep theirs in `Qp::tx`).
     pub ud_tx: Option<crate::net::Transmit>,
+    /// The QP of the last datagram `poll_transmit` returned.
+    pub last_tx_qpn: u32,
 }
 
 /// Everything an engine may touch outside its own QP: the MR table (read only: an MR found by

@@ -8,6 +8,7 @@ mod ctx;
 mod jobs;
 mod modify;
 mod packet;
+mod path;
 pub(crate) mod requester;
 pub(crate) mod responder;
 mod response;
@@ -15,13 +16,13 @@ pub(crate) mod table;
 
 pub(crate) use ctx::{Ctx, Shared};
 use modify::modify_is_ok;
+pub(crate) use path::Path;
 
 use crate::queue::{RecvQueue, SendQueue};
 use crate::time::Instant;
 use crate::verbs::*;
 use crate::{Cq, Error, Pd, Result, Srq};
 use roce_wire::{Opcode, Psn};
-use std::net::IpAddr;
 
 /// RXE_MAX_UNACKED_PSNS.
 pub const MAX_UNACKED_PSNS: u32 = 128;
@@ -33,34 +34,6 @@ pub(crate) const MAX_PKT_PER_ACK: u32 = 64;
 pub const MIN_UNACKED_PSNS: u32 = 32;
 /// Depth of the per-QP responder output queue (ACK/NAK, read and atomic responses).
 pub(crate) const RESP_JOBS: usize = 64;
-
-/// Network path of a connected QP or of a UD work request.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Path {
-    pub src_ip: IpAddr,
-    pub dst_ip: IpAddr,
-    pub tos: u8,
-    pub ttl: u8,
-    pub flow_label: u32,
-}
-
-impl Path {
-    pub fn from_av(av: &AhAttr, gids: &[Gid]) -> Option<Path> {
-        let sgid = gids.get(av.sgid_index as usize)?;
-        let src_ip = ip_from_gid(sgid);
-        let dst_ip = ip_from_gid(&av.dgid);
-        if src_ip.is_ipv4() != dst_ip.is_ipv4() {
-            return None;
-        }
-        Some(Path {
-            src_ip,
-            dst_ip,
-            tos: av.traffic_class,
-            ttl: av.hop_limit,
-            flow_label: av.flow_label,
-        })
-    }
-}
 
 /// Requester variables (rxe `qp->req`).
 #[derive(Debug)]
@@ -389,7 +362,14 @@ impl Qp {
             return Err(Error::Invalid);
         }
         let path = if mask.contains(M::AV) {
-            Some(Path::from_av(&attr.ah_attr, &ctx.gids).ok_or(Error::Invalid)?)
+            match Path::from_av(&attr.ah_attr, &ctx.gids) {
+                Ok(p) => Some(p),
+                Err(problem) => {
+                    let d = crate::diag::av_refused("ibv_modify_qp", problem, &ctx.gids);
+                    ctx.diag(self.qpn, d);
+                    return Err(problem.error());
+                }
+            }
         } else {
             None
         };

@@ -326,7 +326,7 @@ impl Qp {
         // connected QPs send on their path's transmit record; UD on each WQE's AH
         let (ud_path, dest_qp) = if self.qp_type == QpType::Ud {
             let av = w.av?;
-            (Some(Path::from_av(&av, &ctx.gids)?), w.remote_qpn)
+            (Some(Path::from_av(&av, &ctx.gids).ok()?), w.remote_qpn)
         } else {
             self.tx.as_ref()?;
             (None, self.attr.dest_qp_num)

@@ -197,7 +197,13 @@ impl Qp {
                 // rxe invalidates only fast-registration MRs; user MRs fail (class J).
                 return Err(RespErr::InvalidateRkey);
             }
-            self.complete_recv(ctx, p, WcStatus::Success);
+            // UD: `wc.sl` carries the packet's L3 type as ConnectX reports it (deviation 19).
+            let sl = if self.qp_type == QpType::Ud {
+                ud_packet_type(meta)
+            } else {
+                0
+            };
+            self.complete_recv_sl(ctx, p, WcStatus::Success, sl);
         }
         if rc && bth.ack_req() && self.state != QpState::Err {
             self.ack(ctx, psn, aeth::CREDITS_INVALID);
@@ -491,6 +497,11 @@ impl Qp {
 
     /// Posts the receive completion for the current message and releases its WQE.
     fn complete_recv(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, status: WcStatus) {
+        self.complete_recv_sl(ctx, p, status, 0)
+    }
+
+    /// [`Self::complete_recv`] with `wc.sl` = `sl`.
+    fn complete_recv_sl(&mut self, ctx: &mut Ctx<'_>, p: &Pkt<'_>, status: WcStatus, sl: u8) {
         let wr_id = if let Some((id, _)) = self.resp.srq_wqe.take() {
             id
         } else if self.resp.wqe_held {
@@ -507,6 +518,7 @@ impl Qp {
             wr_id,
             status,
             qp_num: self.qpn,
+            sl,
             ..Default::default()
         };
         if status == WcStatus::Success {
@@ -540,6 +552,19 @@ impl Qp {
             // class G: CQ overflow moves the QP to error
             self.to_error(ctx);
         }
+    }
+}
+
+/// ConnectX's `wc.sl` of a UD receive on a RoCE port: the L3 header type of the packet (2 IPv4,
+/// 1 IPv6; mlx5 CQE `flags_rqpn` bits 24..26, which libmlx5 reports as `sl`). UCX 1.13's
+/// `ud_verbs` reads it (`wc.sl & 7`) to find the destination address in the GRH, and drops
+/// every packet when it is 0, which is what rxe reports. `UCT_IB_CQE_SL_PKTYPE_MASK`,
+/// `uct_ud_iface_check_grh`.
+fn ud_packet_type(m: &RxMeta) -> u8 {
+    if m.src_ip.is_ipv4() {
+        2
+    } else {
+        1
     }
 }
 

@@ -183,7 +183,9 @@ record!(
     /// An address vector (`ibv_ah_attr`). `gid % 4`: 0–1 this device's IPv4 GID, 2 an IPv4
     /// loopback address nobody listens on, 3 an IPv6 GID (always paired with the IPv4 source
     /// GID, so it is refused: nothing is ever sent outside 127/8). `sgid % 8`: 0–5 index 1
-    /// (IPv4), 6 index 0 (IPv6, refused with an IPv4 destination), 7 `sgid` itself.
+    /// (IPv4), 6 index 0 (link-local, refused), 7 `sgid` itself (an empty entry past 1:
+    /// ENODATA). `is_global` 0 or `port` ≥ 0x80 (port `port`, else 1): refused with EINVAL, as
+    /// the kernel's `rdma_check_ah_attr`.
     AhSpec {
         gid: u8,
         sgid: u8,

@@ -90,7 +90,7 @@ impl H {
         c::set_errno(0);
         let via_op = ex % 8 >= 5;
         let send_ops = match ex % 8 {
-            6 => Some(WR_OPS),
+            6 => Some(wr_ops(t)),
             7 => Some(ops as u64),
             _ => None,
         };
@@ -125,7 +125,7 @@ impl H {
         } else {
             c::create_qp(pdp, Some(&mut ia))
         };
-        if send_ops.is_some_and(|o| o & !WR_OPS != 0) {
+        if send_ops.is_some_and(|o| o & !wr_ops(t) != 0) {
             self.want_ptr(
                 "ibv_create_qp_ex(unsupported send ops)",
                 p,
@@ -258,7 +258,9 @@ impl H {
             is_global: s.is_global,
             port_num: if s.port >= 0x80 { s.port } else { 1 },
         };
-        (attr, v4 && sgid == 1)
+        // A RoCE AV needs a GRH and port 1 (rdma_check_ah_attr), as on rxe.
+        let valid = v4 && sgid == 1 && s.is_global != 0 && s.port < 0x80;
+        (attr, valid)
     }
 
     pub(super) fn query_state(&self, i: usize) -> u32 {
@@ -280,7 +282,8 @@ impl H {
     /// `ibv_modify_qp` on live QP `i` with the model updated; returns the result.
     pub(super) fn modify(&mut self, i: usize, attr: &mut ibv_qp_attr, mask: c_int) -> c_int {
         let rc = c::modify_qp(self.qps[i].p, Some(attr), mask);
-        self.want("ibv_modify_qp", rc, &[0, libc::EINVAL]);
+        // (ENODATA: an AV whose source GID index is an empty entry, as the kernel's GID cache)
+        self.want("ibv_modify_qp", rc, &[0, libc::EINVAL, libc::ENODATA]);
         if rc != 0 {
             return rc;
         }
@@ -483,6 +486,7 @@ impl H {
                 ah_attr: self
                     .ah_attr(&AhSpec {
                         hop: 64,
+                        is_global: 1,
                         ..AhSpec::default()
                     })
                     .0,

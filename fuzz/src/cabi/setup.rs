@@ -37,14 +37,20 @@ pub(super) fn setup() -> &'static Setup {
 
 pub(super) const QKEY: u32 = 0x1111_1111;
 
-/// The `send_ops_flags` the library implements (`ibv_wr_*` builders it installs).
-pub(super) const WR_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
-    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
-    | IBV_QP_EX_WITH_SEND
-    | IBV_QP_EX_WITH_SEND_WITH_IMM
-    | IBV_QP_EX_WITH_RDMA_READ
-    | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
-    | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-    | IBV_QP_EX_WITH_LOCAL_INV
-    | IBV_QP_EX_WITH_SEND_WITH_INV
-    | IBV_QP_EX_WITH_ATOMIC_WRITE;
+/// The `send_ops_flags` the library supports on a QP of type `t` (what the engine executes;
+/// anything else is refused at creation with EOPNOTSUPP).
+pub(super) fn wr_ops(t: u32) -> u64 {
+    const UD: u64 = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+    const UC: u64 = UD | IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    match t {
+        IBV_QPT_RC => {
+            UC | IBV_QP_EX_WITH_RDMA_READ
+                | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
+                | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+                | IBV_QP_EX_WITH_SEND_WITH_INV
+        }
+        IBV_QPT_UC => UC,
+        IBV_QPT_UD => UD,
+        _ => 0,
+    }
+}

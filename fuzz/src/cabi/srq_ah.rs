@@ -145,7 +145,12 @@ impl H {
             );
             return;
         };
-        if !self.want_ptr("ibv_create_ah", p, Some(valid), &[libc::EINVAL]) {
+        if !self.want_ptr(
+            "ibv_create_ah",
+            p,
+            Some(valid),
+            &[libc::EINVAL, libc::ENODATA],
+        ) {
             return;
         }
         if c::peek(p, |a| (a.context, a.pd)) != (self.ctxs[self.pds[i].ctx].p, self.pds[i].p) {

@@ -10,10 +10,12 @@ pub(super) const NULL: Ref = Ref::NULL;
 pub(super) const SIGNALED: u8 = 2;
 pub(super) const INLINE: u8 = 8;
 
-/// An address vector to this device (hop limit 64: with 0 nothing is sent, see README.md).
+/// An address vector to this device (hop limit 64: with 0 nothing is sent, see README.md;
+/// with a GRH, which a RoCE port requires).
 pub(super) fn ah() -> AhSpec {
     AhSpec {
         hop: 64,
+        is_global: 1,
         ..AhSpec::default()
     }
 }

@@ -13,6 +13,9 @@ pub const PHYS_PORT_CNT: u8 = 1;
 pub const GID_TBL_LEN: i32 = 1024;
 pub const PKEY_TBL_LEN: u16 = 64;
 pub const DEFAULT_PKEY: u16 = 0xffff;
+/// rxe's `RXE_VENDOR_ID` (IBTA A3.3.1: no OUI), as Debian 12's kernel rxe reports it;
+/// `vendor_part_id` and `hw_ver` are 0 there too.
+pub const VENDOR_ID: u32 = 0xFF_FFFF;
 /// `IB_PORT_PHYS_STATE_LINK_UP`
 pub const PHYS_STATE_LINK_UP: u8 = 5;
 
@@ -31,7 +34,7 @@ pub fn device_attr(cfg: &DeviceConfig) -> ibv_device_attr {
         sys_image_guid: cfg.node_guid_be(),
         max_mr_size: u64::MAX,
         page_size_cap: 0xffff_f000,
-        vendor_id: 0,
+        vendor_id: VENDOR_ID,
         vendor_part_id: 0,
         hw_ver: 0,
         max_qp: 0x10000,
@@ -43,9 +46,7 @@ pub fn device_attr(cfg: &DeviceConfig) -> ibv_device_attr {
             | IBV_DEVICE_UD_AV_PORT_ENFORCE
             | IBV_DEVICE_PORT_ACTIVE_EVENT
             | IBV_DEVICE_SYS_IMAGE_GUID
-            | IBV_DEVICE_RC_RNR_NAK_GEN
-            | IBV_DEVICE_SRQ_RESIZE
-            | IBV_DEVICE_MEM_MGT_EXTENSIONS,
+            | IBV_DEVICE_RC_RNR_NAK_GEN,
         max_sge: 32,
         max_sge_rd: 32,
         max_cq: 16384,

@@ -40,3 +40,17 @@ pub fn misuse_once(kind: &'static str, msg: &str) {
         warn(msg);
     }
 }
+
+static EXPLAINED: Mutex<Option<HashSet<String>>> = Mutex::new(None);
+
+/// One `roce: <msg>.` line per process and message (unless `ROCE_QUIET=1`), as the runtime
+/// explains the engine's diagnostics: why a verb the program called returned an error.
+pub fn explain_once(msg: &str) {
+    if std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1") {
+        return;
+    }
+    let mut g = EXPLAINED.lock().unwrap_or_else(|e| e.into_inner());
+    if g.get_or_insert_with(HashSet::new).insert(msg.to_string()) {
+        let _ = writeln!(std::io::stderr(), "roce: {msg}.");
+    }
+}

@@ -58,6 +58,7 @@ impl Device {
             doorbell: Doorbell::default(),
             retries_seen: 0,
             pieces_until: 0,
+            tx_from: Vec::with_capacity(16),
             sock,
         };
         let shared = Arc::new(Shared {

@@ -152,6 +152,10 @@ pub struct RuntimeCounters {
     pub tx_flushes: AtomicU64,
     /// Datagrams lost because the socket refused them (send errors, full buffer).
     pub tx_errors: AtomicU64,
+    /// Datagrams that could not leave the host: destination `::` (not sent), or refused by the
+    /// kernel for their destination (ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL, EINVAL, …).
+    /// Each QP's first one is explained in a `roce:` line (engine counter `diag_unroutable`).
+    pub tx_unroutable: AtomicU64,
     /// Datagrams received.
     pub rx_datagrams: AtomicU64,
     /// UDP payload bytes received.
@@ -213,6 +217,7 @@ impl RuntimeCounters {
             ("tx_bytes", &self.tx_bytes),
             ("tx_flushes", &self.tx_flushes),
             ("tx_errors", &self.tx_errors),
+            ("tx_unroutable", &self.tx_unroutable),
             ("rx_datagrams", &self.rx_datagrams),
             ("rx_bytes", &self.rx_bytes),
             ("rx_batches", &self.rx_batches),
@@ -281,6 +286,9 @@ struct Engine {
     /// ns) long bursts go out in pieces (see `PIECE_PKTS` in `transmit.rs`).
     retries_seen: u64,
     pieces_until: u64,
+    /// Destinations and QPs of the packets committed since the last flush (one entry per
+    /// change), to name the QPs whose datagrams the kernel refused.
+    tx_from: Vec<(IpAddr, u32)>,
 }
 
 struct Shared {

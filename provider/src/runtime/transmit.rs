@@ -2,6 +2,7 @@
 //! patch), and the [`AckQueue`] that sends plain RC ACKs last in a burst.
 
 use super::*;
+use roce_emu::Unroutable;
 
 /// Packets after which a long transmit burst flushes and receives once before it goes on: a
 /// PSN-sequence NAK that arrived meanwhile rewinds the requester before it sends the rest of
@@ -46,6 +47,7 @@ impl Shared {
                 acks,
                 pcap,
                 pcap_buf,
+                tx_from,
                 ..
             } = e;
             let mut produced = 0;
@@ -62,6 +64,16 @@ impl Shared {
                 let Some(t) = nic.poll_transmit(now, space) else {
                     break;
                 };
+                let qpn = nic.last_transmit_qpn();
+                if tx_from.last() != Some(&(t.dst_ip, qpn)) {
+                    tx_from.push((t.dst_ip, qpn));
+                }
+                if t.dst_ip.is_unspecified() {
+                    // GID `::`: a socket would deliver it to this host itself. Not sent.
+                    self.ctr.tx_unroutable.fetch_add(1, Relaxed);
+                    nic.report_unroutable(qpn, t.dst_ip, Unroutable::Unspecified);
+                    continue;
+                }
                 produced += 1;
                 let meta = TxMeta {
                     dst: t.dst_ip,
@@ -146,16 +158,27 @@ impl Shared {
                 break;
             }
             let n = tx.len();
-            match tx.flush(sock, Wait::Block(Some(Duration::from_millis(20)))) {
+            let r = tx.flush(sock, Wait::Block(Some(Duration::from_millis(20))));
+            let refused = if tx.has_refused() {
+                self.refused(nic, tx, tx_from)
+            } else {
+                0
+            };
+            tx_from.clear();
+            match r {
                 Ok(sent) => {
                     bump(&self.ctr.tx_flushes, 1);
-                    if sent < n {
-                        self.ctr.tx_errors.fetch_add((n - sent) as u64, Relaxed);
+                    if sent + refused < n {
+                        self.ctr
+                            .tx_errors
+                            .fetch_add((n - sent - refused) as u64, Relaxed);
                     }
                 }
                 Err(err) => {
                     tracing::debug!(%err, "flush");
-                    self.ctr.tx_errors.fetch_add(n as u64, Relaxed);
+                    self.ctr
+                        .tx_errors
+                        .fetch_add(n.saturating_sub(refused) as u64, Relaxed);
                 }
             }
             if produced == 0 {
@@ -169,6 +192,25 @@ impl Shared {
             }
         }
         total
+    }
+
+    /// Counts the runs the kernel refused for their destination in `tx_unroutable` and
+    /// reports each to the engine for every QP that sent to that destination (a `roce:` line
+    /// per QP and cause); returns the packets.
+    fn refused(&self, nic: &mut Nic, tx: &mut TxBatch, from: &[(IpAddr, u32)]) -> usize {
+        let mut packets = 0;
+        for r in tx.take_refused() {
+            packets += r.packets;
+            let mut told: Vec<u32> = Vec::new();
+            for &(_, qpn) in from.iter().filter(|(d, _)| *d == r.dst) {
+                if !told.contains(&qpn) {
+                    told.push(qpn);
+                    nic.report_unroutable(qpn, r.dst, Unroutable::Refused { errno: r.errno });
+                }
+            }
+        }
+        self.ctr.tx_unroutable.fetch_add(packets as u64, Relaxed);
+        packets
     }
 
     /// One non-blocking receive, handled without transmitting (the caller is transmitting).

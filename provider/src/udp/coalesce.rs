@@ -33,6 +33,34 @@ pub struct TxMeta {
     pub ttl: Option<u8>,
 }
 
+/// Runs the kernel refused for their destination (see [`TxBatch::take_refused`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Refused {
+    /// The destination.
+    pub dst: IpAddr,
+    /// The errno of the send (ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL, EINVAL, …).
+    pub errno: i32,
+    /// Packets in the run.
+    pub packets: usize,
+}
+
+/// Errors of a send that concern the datagram or its destination, not the socket: the other
+/// datagrams of the flush can still go.
+fn refuses_destination(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(
+            libc::ENETUNREACH
+                | libc::EHOSTUNREACH
+                | libc::EADDRNOTAVAIL
+                | libc::EAFNOSUPPORT
+                | libc::EINVAL
+                | libc::EPERM
+                | libc::EACCES
+        )
+    )
+}
+
 #[derive(Debug, Clone, Copy)]
 struct Group {
     meta: TxMeta,
@@ -51,6 +79,7 @@ pub struct TxBatch {
     max_packet: usize,
     pending: Option<(usize, usize)>,
     packets: usize,
+    refused: Vec<Refused>,
 }
 
 impl TxBatch {
@@ -65,7 +94,20 @@ impl TxBatch {
             max_packet: max_packet.clamp(16, GRO_SLOT),
             pending: None,
             packets: 0,
+            refused: Vec::new(),
         }
+    }
+
+    /// The runs flushes since the last call skipped because the kernel refused their
+    /// destination (they are not in the flushes' counts).
+    pub fn take_refused(&mut self) -> Vec<Refused> {
+        std::mem::take(&mut self.refused)
+    }
+
+    /// True when a flush skipped a run for its destination since the last
+    /// [`TxBatch::take_refused`].
+    pub fn has_refused(&self) -> bool {
+        !self.refused.is_empty()
     }
 
     /// Packets committed and not yet flushed.
@@ -190,8 +232,10 @@ impl TxBatch {
     }
 
     /// Sends everything committed (one GSO send per run) and empties the batch. Returns the
-    /// number of packets sent; on a partial send the unsent runs are dropped (like a full NIC
-    /// queue), and counted out of the return value.
+    /// number of packets sent. A run whose destination the kernel refuses (no route, address
+    /// not available, …: [`TxBatch::take_refused`]) is skipped and the rest still go; on any
+    /// other partial send the unsent runs are dropped (like a full NIC queue), and counted out
+    /// of the return value.
     pub fn flush(&mut self, sock: &mut Socket, wait: Wait) -> io::Result<usize> {
         self.pending = None;
         if self.groups.is_empty() {
@@ -200,6 +244,9 @@ impl TxBatch {
         let mut sent_packets = 0;
         let mut start = 0;
         let mut result = Ok(());
+        // After a partial send, one more call without waiting says why it stopped: the error
+        // of the next run (then skipped if it is its destination's), or a full socket.
+        let mut probing = false;
         // Build datagrams in chunks to keep a fixed-size array on the stack (no allocation); a
         // small one for the common flush of one or two runs (a latency-bound ping-pong flushes
         // one run per message: filling 64 entries each time would cost more than the rest).
@@ -227,22 +274,39 @@ impl TxBatch {
                     gso_size: (gr.count > 1).then_some(gr.seg as u16),
                 };
             }
-            match sock.send_batch(&d[..end - start], wait) {
+            let w = if probing { Wait::NonBlocking } else { wait };
+            match sock.send_batch(&d[..end - start], w) {
                 Ok(n) => {
                     sent_packets += self.groups[start..start + n]
                         .iter()
                         .map(|g| g.count)
                         .sum::<usize>();
-                    if n < end - start {
-                        break;
+                    let all = n == end - start;
+                    start += n;
+                    if !all {
+                        if probing && n == 0 {
+                            break;
+                        }
+                        probing = true;
+                        continue;
                     }
+                    probing = false;
+                }
+                Err(e) if refuses_destination(&e) => {
+                    let g = &self.groups[start];
+                    self.refused.push(Refused {
+                        dst: g.meta.dst,
+                        errno: e.raw_os_error().unwrap_or(0),
+                        packets: g.count,
+                    });
+                    start += 1;
+                    probing = false;
                 }
                 Err(e) => {
                     result = Err(e);
                     break;
                 }
             }
-            start = end;
         }
         self.groups.clear();
         self.packets = 0;
@@ -354,6 +418,63 @@ mod tests {
                 "a 64-segment GSO run arrived as one GRO buffer"
             );
         }
+    }
+
+    /// A run whose destination the kernel refuses (192.0.2.1, TEST-NET-1, from a socket on
+    /// loopback: ENETUNREACH without a default route, EINVAL with one) is skipped and reported,
+    /// and the runs behind it in the same flush still go (they used to be dropped with it).
+    #[test]
+    fn a_refused_destination_does_not_take_the_rest_of_the_flush_with_it() {
+        let cfg = SocketConfig {
+            port: 0,
+            ..Default::default()
+        };
+        let mut a = Socket::bind("127.0.0.1".parse().unwrap(), cfg).unwrap();
+        let mut b = Socket::bind("127.0.0.2".parse().unwrap(), cfg).unwrap();
+        let pb = b.local_addr();
+        let far: IpAddr = "192.0.2.1".parse().unwrap();
+        let mut tx = TxBatch::new(8, 1100);
+        let mut psn = 0;
+        for (dst, count) in [(pb.ip(), 2), (far, 3), (pb.ip(), 2)] {
+            for _ in 0..count {
+                let p = payload(psn, 200);
+                psn += 1;
+                let space = tx.space().unwrap();
+                space[..p.len()].copy_from_slice(&p);
+                let meta = TxMeta {
+                    dst,
+                    dst_port: pb.port(),
+                    src_port: 0xC123,
+                    tos: None,
+                    ttl: None,
+                };
+                tx.commit(&mut a, meta, p.len());
+            }
+        }
+        assert_eq!(tx.runs(), 3);
+        let sent = tx
+            .flush(&mut a, Wait::Block(Some(Duration::from_secs(5))))
+            .unwrap();
+        assert_eq!(sent, 4);
+        let r = tx.take_refused();
+        assert_eq!(r.len(), 1, "{r:?}");
+        assert_eq!((r[0].dst, r[0].packets), (far, 3));
+        assert!(
+            [libc::ENETUNREACH, libc::EINVAL, libc::EHOSTUNREACH].contains(&r[0].errno),
+            "errno {}",
+            r[0].errno
+        );
+        assert!(!tx.has_refused());
+        let mut batch = RecvBatch::new(16);
+        let mut got = 0;
+        while got < 4 {
+            let n = b
+                .recv_batch(&mut batch, Wait::Block(Some(Duration::from_secs(5))))
+                .unwrap();
+            assert!(n > 0, "timed out after {got}");
+            got += batch.iter().count();
+        }
+        assert_eq!(got, 4);
     }
 
     /// Random sizes, TOS values and two destinations through a small batch (frequent moves,

@@ -23,17 +23,60 @@ use crate::abi::*;
 use crate::backend::{Errno, SendWr, UdDest};
 use core::ffi::c_void;
 
-/// `send_ops_flags` we can build requests for.
-pub const SUPPORTED_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+/// `send_ops_flags` an RC QP supports: what the engine executes (LOCAL_INV, BIND_MW and
+/// ATOMIC_WRITE, which rxe has, are not implemented; TSO and FLUSH are not RoCE verbs here).
+pub const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
     | IBV_QP_EX_WITH_SEND_WITH_IMM
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
-    | IBV_QP_EX_WITH_LOCAL_INV
-    | IBV_QP_EX_WITH_SEND_WITH_INV
-    | IBV_QP_EX_WITH_ATOMIC_WRITE;
+    | IBV_QP_EX_WITH_SEND_WITH_INV;
+/// … a UC QP (no READ, atomics or SEND with invalidate on UC).
+pub const UC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
+    | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
+    | IBV_QP_EX_WITH_SEND
+    | IBV_QP_EX_WITH_SEND_WITH_IMM;
+/// … a UD QP.
+pub const UD_SEND_OPS: u64 = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
+
+/// The `send_ops_flags` a QP of type `qp_type` supports (0 for other types).
+pub fn supported_send_ops(qp_type: u32) -> u64 {
+    match qp_type {
+        IBV_QPT_RC => RC_SEND_OPS,
+        IBV_QPT_UC => UC_SEND_OPS,
+        IBV_QPT_UD => UD_SEND_OPS,
+        _ => 0,
+    }
+}
+
+/// `IBV_QP_EX_WITH_*` names of the bits in `flags`, joined with ` | `.
+pub fn send_ops_names(flags: u64) -> String {
+    const NAMES: [&str; 13] = [
+        "RDMA_WRITE",
+        "RDMA_WRITE_WITH_IMM",
+        "SEND",
+        "SEND_WITH_IMM",
+        "RDMA_READ",
+        "ATOMIC_CMP_AND_SWP",
+        "ATOMIC_FETCH_AND_ADD",
+        "LOCAL_INV",
+        "BIND_MW",
+        "SEND_WITH_INV",
+        "TSO",
+        "FLUSH",
+        "ATOMIC_WRITE",
+    ];
+    (0..64)
+        .filter(|b| flags & (1u64 << b) != 0)
+        .map(|b| match NAMES.get(b) {
+            Some(n) => format!("IBV_QP_EX_WITH_{n}"),
+            None => format!("1 << {b}"),
+        })
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
 
 /// One request under construction.
 #[derive(Clone, Debug, Default)]
