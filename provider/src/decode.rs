@@ -6,7 +6,14 @@
 //! (`"kind": "error"`). Exit status: 0 when every complete RoCE packet has a valid ICRC, 1 when
 //! any has a bad one, 2 when a file cannot be read (this wins over 1). Frames that are not RoCE
 //! are counted, never errors; truncated packets (capture snap length) are counted apart.
+//!
+//! A UD SEND to QP 1 carries a management datagram: its header is shown, and a CM MAD is
+//! decoded (message, communication IDs, service ID with the rdma_cm port space and port, QPNs,
+//! starting PSN, REJ reason, SIDR status, the `cma_hdr` addresses and port), in the text line
+//! and as the packet's `"mad"` object (`"mad": {…, "cm": {…}}`) in JSON.
+mod cm;
 mod record;
+pub use cm::{Cm, CmaHdr, Mad};
 pub use record::PacketRecord;
 use roce_wire::frame::{self, LinkType, RoceFrame, RoceVersion, Verdict};
 use roce_wire::pcap::{self, Precision, Record};

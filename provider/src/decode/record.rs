@@ -2,9 +2,10 @@
 //!
 //! Everything is read through the `roce-wire` header views on the bytes the capture holds, so
 //! truncated packets show whichever headers were captured.
+use super::cm::Mad;
 use roce_wire::frame::{fmt_mac, RoceFrame, RoceVersion, Verdict};
 use roce_wire::opcode::{hdr_len, Offsets};
-use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, rdeth, reth};
+use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, mad, rdeth, reth};
 use roce_wire::{transport, Error, Opcode, Support, ICRC_LEN};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -159,6 +160,9 @@ pub struct PacketRecord {
     pub ext: Extensions,
     /// Payload length (without pad), from the IP/UDP lengths.
     pub payload_len: Option<usize>,
+    /// The management datagram of a UD SEND to QP 1 (CM messages decoded), when captured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mad: Option<Mad>,
     /// `valid`, `invalid`, `truncated` or `malformed`.
     pub icrc: &'static str,
     /// ICRC computed (when invalid).
@@ -250,6 +254,7 @@ impl PacketRecord {
             bth: None,
             ext: Extensions::default(),
             payload_len: None,
+            mad: None,
             icrc: "malformed",
             icrc_expected: None,
             icrc_found: None,
@@ -329,6 +334,15 @@ impl PacketRecord {
                 r.payload_len = f
                     .transport_len
                     .checked_sub(o.payload + b.pad_cnt() as usize + ICRC_LEN);
+                let ud_send =
+                    op == Opcode::UD_SEND_ONLY || op == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE;
+                if ud_send && b.dest_qp() == mad::GSI_QPN {
+                    let end = r
+                        .payload_len
+                        .map_or(t.len(), |n| o.payload + n)
+                        .min(t.len());
+                    r.mad = t.get(o.payload..end).and_then(Mad::decode);
+                }
             }
             // For complete packets, say why the transport layer does not parse, if it does not.
             if !f.truncated && r.error.is_none() {
@@ -390,6 +404,9 @@ impl PacketRecord {
             }
         }
         self.ext_text(&mut s);
+        if let Some(m) = &self.mad {
+            m.text(&mut s);
+        }
         if let Some(n) = self.payload_len {
             let _ = write!(s, " len={n}");
         }
