@@ -8,6 +8,7 @@
 #![deny(unsafe_code)]
 
 pub mod cabi;
+mod cm;
 pub mod completer;
 pub mod harness;
 pub mod model;
@@ -47,10 +48,12 @@ pub fn run(target: &str, data: &[u8]) {
 }
 
 /// Arbitrary bytes through every header view, `check_len`, the transport `Repr` parse → emit →
-/// parse round trip (which must reproduce the bytes), `Display`, the frame parser with each
-/// link type, and ICRC computation and verification.
+/// parse round trip (which must reproduce the bytes), `Display`, the MAD header, CM message and
+/// `cma_hdr` parsers (also on the payload of a UD SEND to QP 1 inside a frame), the frame
+/// parser with each link type, and ICRC computation and verification.
 pub fn decode(data: &[u8]) {
     header_views(data);
+    cm::run(data);
     transport_round_trip(data);
     for lt in LINK_TYPES {
         let v = frame::verdict(lt, data);
@@ -120,6 +123,12 @@ fn roce_frame(f: &RoceFrame<'_>, data: &[u8]) {
     let _ = f.opcode().map(|o| o.to_string());
     let _ = format!("{f:?}");
     transport_round_trip(f.transport);
+    // A UD SEND to QP 1 carries a MAD: through the MAD and CM parsers, as `roce decode` does.
+    if let Ok(p) = transport::Packet::new_checked(f.transport) {
+        if p.bth().dest_qp() == roce_wire::mad::GSI_QPN && p.deth().is_some() {
+            cm::run(p.payload());
+        }
+    }
 }
 
 /// Every fixed-size view at offset 0, through `new_checked`, with every accessor.

@@ -9,7 +9,7 @@
 use roce_wire::frame::{self, Ipv4FrameSpec, Ipv6FrameSpec, VlanTag};
 use roce_wire::opcode::{OpFlags, OPCODE_TABLE};
 use roce_wire::pcap::{Precision, Writer};
-use roce_wire::{aeth, bth, icrc, transport, Opcode, Psn};
+use roce_wire::{aeth, bth, cm, cma, deth, icrc, mad, transport, Opcode, Psn};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -163,6 +163,47 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
         ("raw-v6", f6[14..].to_vec()),
     ] {
         s.push(("decode", name.to_string(), bytes));
+    }
+    // CM MADs (issue 19): the nine messages as bare 256-byte MADs over a byte pattern (REQ and
+    // SIDR_REQ private data opening with a cma_hdr), and the REQ as a UD SEND to QP 1 in a frame
+    for attr in 0x0010u16..=0x0018 {
+        let mut m = [0u8; mad::MAD_LEN];
+        mad::Repr::cm(attr, 0x2a_0000_0000 | attr as u64)
+            .emit(&mut mad::Packet::new_unchecked(&mut m[..]));
+        for (i, b) in m[mad::HEADER_LEN..].iter_mut().enumerate() {
+            *b = (i as u8).wrapping_mul(37).wrapping_add(attr as u8);
+        }
+        let p = &mut m[mad::HEADER_LEN..];
+        let hdr = cma::Repr::new([10, 0, 0, 1].into(), 40000, [10, 0, 0, 2].into());
+        match attr {
+            0x0010 => hdr.emit(&mut cma::Packet::new_unchecked(&mut p[140..])),
+            0x0017 => hdr.emit(&mut cma::Packet::new_unchecked(&mut p[16..])),
+            0x0012 => p[9] = 8 << 1,
+            0x0018 => p[5] = 4,
+            _ => {}
+        }
+        let msg = cm::Mad::parse(&m).unwrap().message;
+        s.push((
+            "decode",
+            format!("cm-{}", msg.name().to_lowercase()),
+            m.to_vec(),
+        ));
+        if attr == 0x0010 {
+            let mut r = transport::Repr::new(bth::Repr::new(Opcode::UD_SEND_ONLY, 1, Psn::new(0)));
+            r.bth.ack_req = true;
+            r.deth = Some(deth::Repr {
+                qkey: mad::GSI_QKEY,
+                resv: 0,
+                src_qp: 1,
+            });
+            r.set_payload_len(m.len());
+            let mut t = vec![0u8; r.buffer_len()];
+            r.emit(&mut transport::Packet::new_unchecked(&mut t[..]));
+            let h = r.header_len();
+            t[h..h + m.len()].copy_from_slice(&m);
+            let f = frame::build_ipv4_frame(&v4, &t).unwrap();
+            s.push(("decode", "v4-cm-req".to_string(), f));
+        }
     }
     // pcap target: our writer (us and ns) and a hand-made pcapng
     for (name, prec) in [("pcap-us", Precision::Micro), ("pcap-ns", Precision::Nano)] {
