@@ -118,4 +118,10 @@ counters! {
     /// The driver reported a datagram that could not leave the host (destination `::`, or
     /// the kernel refused it); the driver counts the datagrams (`tx_unroutable`).
     diag_unroutable,
+    /// MADs QP1 received and kept for the connection manager (`NicConfig::gsi`).
+    gsi_rcvd,
+    /// MADs QP1 sent.
+    gsi_sent,
+    /// MADs dropped at QP1: shorter than 256 bytes, or a receive or send queue full.
+    gsi_dropped,
 }

@@ -19,6 +19,7 @@
 pub mod counters;
 pub mod diag;
 mod error;
+pub mod gsi;
 pub mod mem;
 pub mod net;
 mod nic;

@@ -57,6 +57,10 @@ pub struct NicConfig {
     /// socket sets that socket's port, so that the ICRC is sealed for the port really used
     /// instead of being patched per packet.
     pub udp_sport: Option<u16>,
+    /// Run QP1 (the General Services Interface) for a host connection manager: MADs sent to
+    /// QP1 are kept for [`Nic::poll_mad`] and [`Nic::send_mad`] sends them (`crate::gsi`).
+    /// Off by default: packets for QP1 are then `no_qp`.
+    pub gsi: bool,
 }
 
 impl NicConfig {
@@ -77,6 +81,7 @@ impl NicConfig {
             tx_ipv4_id: 0,
             min_unacked_psns: crate::MIN_UNACKED_PSNS,
             udp_sport: None,
+            gsi: false,
         }
     }
 }
@@ -112,6 +117,8 @@ pub struct Nic {
     scratch: Vec<u32>,
     active_mtu: Mtu,
     span: tracing::Span,
+    /// QP1, when [`NicConfig::gsi`] is set.
+    gsi: Option<Box<crate::gsi::Gsi>>,
 }
 
 /// A QP with more to send keeps the transmit path for about this many bytes (its MTU + 32 per
@@ -177,6 +184,7 @@ impl Nic {
             scratch: Vec::with_capacity(64),
             active_mtu,
             span,
+            gsi: cfg.gsi.then(Default::default),
             cfg,
         }
     }
@@ -550,6 +558,17 @@ impl Nic {
             return;
         }
         let qpn = bth.dest_qp();
+        if qpn == roce_wire::mad::GSI_QPN {
+            if let Some(g) = self.gsi.as_mut() {
+                match g.receive(now, meta, &p) {
+                    Ok(()) => self.sh.ctr.gsi_rcvd += 1,
+                    Err(crate::gsi::Refused::Opcode) => self.sh.ctr.bad_opcode += 1,
+                    Err(crate::gsi::Refused::Qkey) => self.sh.ctr.qkey_violation += 1,
+                    Err(crate::gsi::Refused::Dropped) => self.sh.ctr.gsi_dropped += 1,
+                }
+                return;
+            }
+        }
         let Some(qp) = self.qps.get_mut(qpn) else {
             self.sh.ctr.no_qp += 1;
             return;
@@ -641,7 +660,46 @@ impl Nic {
     /// send); lets a driver skip preparing a buffer.
     #[inline]
     pub fn may_transmit(&self) -> bool {
-        !self.ready.is_empty()
+        !self.ready.is_empty() || self.gsi.as_ref().is_some_and(|g| g.may_transmit())
+    }
+
+    /// The next MAD QP1 received (`NicConfig::gsi`), for the host's connection manager.
+    pub fn poll_mad(&mut self) -> Option<crate::gsi::GsiMad> {
+        self.gsi.as_mut()?.poll_mad()
+    }
+
+    /// Queues `mad` for QP `dest_qp` (1 for a CM) of the port at `path.dst_ip`, sent from QP1
+    /// as rxe sends MADs. False when the NIC has no GSI or its send queue is full (counted in
+    /// `gsi_dropped`).
+    pub fn send_mad(
+        &mut self,
+        path: crate::gsi::GsiPath,
+        dest_qp: u32,
+        mad: &[u8; roce_wire::mad::MAD_LEN],
+    ) -> bool {
+        let ok = self
+            .gsi
+            .as_mut()
+            .is_some_and(|g| g.send(path, dest_qp, mad));
+        if !ok {
+            self.sh.ctr.gsi_dropped += 1;
+        }
+        ok
+    }
+
+    /// QP1's next datagram, once no other QP has anything to send (MADs are rare; a
+    /// connection's first data follows its RTU anyway).
+    #[cold]
+    fn gsi_transmit(&mut self, buf: &mut [u8]) -> Option<Transmit> {
+        let g = self.gsi.as_mut()?;
+        let sport = self
+            .cfg
+            .udp_sport
+            .unwrap_or_else(|| crate::net::rxe_udp_sport(roce_wire::mad::GSI_QPN));
+        let t = g.transmit(buf, sport, self.sh.tx_ipv4_id)?;
+        self.sh.last_tx_qpn = roce_wire::mad::GSI_QPN;
+        self.sh.ctr.gsi_sent += 1;
+        Some(t)
     }
 
     /// Writes the next datagram (BTH..ICRC) into `buf` and returns where it goes. QPs are served
@@ -649,7 +707,7 @@ impl Nic {
     #[inline]
     pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.ready.is_empty() {
-            return None;
+            return self.gsi_transmit(buf);
         }
         // The record is built here, in the caller, from the QP's copy (written long before):
         // see `qp::requester::seal`.
