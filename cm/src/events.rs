@@ -67,7 +67,13 @@ impl Event {
     }
 
     /// A UD event (SIDR CONNECT_REQUEST, ESTABLISHED, UNREACHABLE after a SIDR_REP).
-    pub(crate) fn ud(id: Id, kind: EventKind, status: i32, private_data: &[u8], ud: Option<UdParam>) -> Event {
+    pub(crate) fn ud(
+        id: Id,
+        kind: EventKind,
+        status: i32,
+        private_data: &[u8],
+        ud: Option<UdParam>,
+    ) -> Event {
         Event {
             private_data: private_data.to_vec(),
             ud,

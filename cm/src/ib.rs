@@ -3,7 +3,7 @@
 //! its retransmission timer, and the message formatting of cm.c (`cm_format_*`).
 use crate::Instant;
 use roce_emu::Gid;
-use roce_wire::cm::{self, dreq, drep, mra, path, rej, rtu, Message, MsgResponse, RejReason};
+use roce_wire::cm::{self, drep, dreq, mra, path, rej, rtu, Message, MsgResponse, RejReason};
 use std::net::IpAddr;
 
 /// `CMA_CM_RESPONSE_TIMEOUT`: REQ Remote/Local CM Response Timeout.
@@ -209,7 +209,11 @@ impl Conn {
 
     /// `cm_format_dreq`: Remote QPN/EECN = the peer's QPN.
     pub(crate) fn dreq(&self) -> Message {
-        Message::Dreq(dreq::Repr::new(self.local_id, self.remote_id, self.remote_qpn))
+        Message::Dreq(dreq::Repr::new(
+            self.local_id,
+            self.remote_id,
+            self.remote_qpn,
+        ))
     }
 
     /// `cm_format_drep`.
@@ -239,7 +243,12 @@ pub(crate) fn copy_into(dst: &mut [u8], src: &[u8]) -> usize {
 
 /// `cm_issue_rej`: a REJ to a message that matched no usable connection, built from the
 /// received one (comm IDs swapped from its first two words, TID echoed).
-pub(crate) fn issue_rej(rcv_local: u32, rcv_remote: u32, reason: RejReason, msg: MsgResponse) -> Message {
+pub(crate) fn issue_rej(
+    rcv_local: u32,
+    rcv_remote: u32,
+    reason: RejReason,
+    msg: MsgResponse,
+) -> Message {
     let mut r = empty_rej();
     r.local_comm_id = rcv_remote;
     r.remote_comm_id = rcv_local;
@@ -262,9 +271,9 @@ pub(crate) fn mtu_enum(bytes: u32) -> u8 {
         .unwrap_or(1)
 }
 
-/// The primary path of a REQ as `cm_format_req` fills it on RoCE: permissive LIDs (hop limit
-/// > 1), RoCEv2 GIDs, rate 0, SL 0, not subnet-local, Local ACK Timeout
-/// `cm_ack_timeout(ca_ack_delay, packet_life_time)` = 19 with rxe.
+/// The primary path of a REQ as `cm_format_req` fills it on RoCE: permissive LIDs (the hop
+/// limit exceeds 1), RoCEv2 GIDs, rate 0, SL 0, not subnet-local, and Local ACK Timeout
+/// `cm_ack_timeout(ca_ack_delay, packet_life_time)`, which is 19 with rxe.
 pub(crate) fn req_path(av: &Av) -> path::Repr {
     path::Repr {
         local_port_lid: path::PERMISSIVE_LID,
@@ -297,6 +306,14 @@ mod test {
         assert_eq!(convert_to_ms(24), 65536);
         assert_eq!(convert_to_ms(3), 1);
         assert_eq!(convert_to_ms(255), 1 << 23);
-        assert_eq!((mtu_enum(1024), mtu_enum(4096), mtu_enum(1500), mtu_enum(100)), (3, 5, 3, 1));
+        assert_eq!(
+            (
+                mtu_enum(1024),
+                mtu_enum(4096),
+                mtu_enum(1500),
+                mtu_enum(100)
+            ),
+            (3, 5, 3, 1)
+        );
     }
 }

@@ -27,7 +27,13 @@ impl Ports {
     /// Reserves `port` for `id` bound to `addr` (`cma_use_port` → `cma_check_port` without
     /// REUSEADDR, `afonly` 0): a wildcard on either side clashes with EADDRNOTAVAIL, the same
     /// address with EADDRINUSE, different specific addresses share the port.
-    pub(crate) fn reserve(&mut self, ps: PortSpace, port: u16, id: Id, addr: IpAddr) -> Result<(), i32> {
+    pub(crate) fn reserve(
+        &mut self,
+        ps: PortSpace,
+        port: u16,
+        id: Id,
+        addr: IpAddr,
+    ) -> Result<(), i32> {
         let owners = self.owners.entry((ps.raw(), port)).or_default();
         for &(other, cur) in owners.iter() {
             if other == id {
@@ -46,7 +52,13 @@ impl Ports {
 
     /// A free port from 32768..=60999 starting at `rover` (`cma_alloc_any_port`; a port is free
     /// when no id of the port space holds it).
-    pub(crate) fn reserve_any(&mut self, ps: PortSpace, id: Id, addr: IpAddr, rover: u16) -> Result<u16, i32> {
+    pub(crate) fn reserve_any(
+        &mut self,
+        ps: PortSpace,
+        id: Id,
+        addr: IpAddr,
+        rover: u16,
+    ) -> Result<u16, i32> {
         let span = (EPHEMERAL_HIGH - EPHEMERAL_LOW) as u32 + 1;
         let mut port = rover.clamp(EPHEMERAL_LOW, EPHEMERAL_HIGH);
         for _ in 0..span {
@@ -55,7 +67,11 @@ impl Ports {
                 self.last_used = port;
                 return Ok(port);
             }
-            port = if port >= EPHEMERAL_HIGH { EPHEMERAL_LOW } else { port + 1 };
+            port = if port >= EPHEMERAL_HIGH {
+                EPHEMERAL_LOW
+            } else {
+                port + 1
+            };
         }
         Err(errno::EADDRNOTAVAIL)
     }

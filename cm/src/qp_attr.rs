@@ -62,7 +62,10 @@ impl Endpoint {
                 }
                 a.pkey_index = PKEY_INDEX;
                 a.port_num = PORT;
-                QpAttrMask::STATE | QpAttrMask::ACCESS_FLAGS | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT
+                QpAttrMask::STATE
+                    | QpAttrMask::ACCESS_FLAGS
+                    | QpAttrMask::PKEY_INDEX
+                    | QpAttrMask::PORT
             }
             QpState::Rtr if rtr_states => {
                 a.ah_attr = AhAttr {
@@ -75,8 +78,10 @@ impl Endpoint {
                     sl: 0,
                     port_num: PORT,
                 };
-                a.path_mtu = Mtu::from_raw(c.path_mtu as u32)
-                    .unwrap_or_else(|| Mtu::from_raw(crate::ib::mtu_enum(self.cfg.path_mtu) as u32).unwrap_or(Mtu::Mtu1024));
+                a.path_mtu = Mtu::from_raw(c.path_mtu as u32).unwrap_or_else(|| {
+                    Mtu::from_raw(crate::ib::mtu_enum(self.cfg.path_mtu) as u32)
+                        .unwrap_or(Mtu::Mtu1024)
+                });
                 a.dest_qp_num = c.remote_qpn;
                 a.rq_psn = rid.seq_num;
                 a.max_dest_rd_atomic = c.responder_resources;

@@ -5,8 +5,8 @@ use crate::ib::{self, CmState, Conn};
 use crate::timers::{send_conn, send_retx};
 use crate::{errno, ConnParam, Endpoint, Event, EventKind, Id, Instant, PortSpace, QpKind};
 use roce_wire::cm::{rej, rep, req, sidr_rep, sidr_req, Message, RejReason, SidrStatus};
-use std::collections::VecDeque;
 use roce_wire::{cma, Psn};
+use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 /// `enum rdma_cm_state` (the query states collapse: resolution completes at once).
@@ -171,11 +171,8 @@ impl Endpoint {
             self.cfg.addrs.iter().find(same_family).copied()
         };
         let Some(src_ip) = src_ip else {
-            self.events.push_back(Event::simple(
-                id,
-                EventKind::AddrError,
-                -errno::ENETUNREACH,
-            ));
+            self.events
+                .push_back(Event::simple(id, EventKind::AddrError, -errno::ENETUNREACH));
             return Ok(());
         };
         let mut dst = dst;
@@ -309,8 +306,16 @@ impl Endpoint {
                 })
             }
         };
-        let (tid, state, timeout, retries) = (conn.tid, conn.state, conn.timeout_ms, conn.max_cm_retries);
-        send_retx(&mut self.tx, &mut conn, now, tid, msg, state, timeout, retries);
+        let (tid, state, timeout, retries) =
+            (conn.tid, conn.state, conn.timeout_ms, conn.max_cm_retries);
+        send_retx(
+            &mut self.tx,
+            &mut conn,
+            now,
+            tid,
+            msg,
+            (state, timeout, retries),
+        );
         let rid = self.id_mut(id)?;
         rid.conn = Some(conn);
         rid.state = RdmaState::Connect;
@@ -369,7 +374,13 @@ impl Endpoint {
             if conn.state != CmState::SidrReqRcvd {
                 return Err(errno::EINVAL);
             }
-            let msg = sidr_rep_msg(conn, SidrStatus::Success, p.qp_num, cma::RDMA_UDP_QKEY, &p.private_data);
+            let msg = sidr_rep_msg(
+                conn,
+                SidrStatus::Success,
+                p.qp_num,
+                cma::RDMA_UDP_QKEY,
+                &p.private_data,
+            );
             send_conn(tx, conn, msg);
             conn.state = CmState::Idle;
             return Ok(());
@@ -399,7 +410,14 @@ impl Endpoint {
         ib::copy_into(&mut r.private_data, &p.private_data);
         let (tid, timeout, retries) = (conn.tid, conn.timeout_ms, conn.max_cm_retries);
         conn.state = CmState::RepSent;
-        send_retx(tx, conn, now, tid, Message::Rep(r), CmState::RepSent, timeout, retries);
+        send_retx(
+            tx,
+            conn,
+            now,
+            tid,
+            Message::Rep(r),
+            (CmState::RepSent, timeout, retries),
+        );
         conn.initiator_depth = p.initiator_depth;
         conn.responder_resources = p.responder_resources;
         conn.local_qpn = p.qp_num & 0xFF_FFFF;
@@ -434,7 +452,11 @@ impl Endpoint {
             if conn.state != CmState::SidrReqRcvd {
                 return Err(errno::EINVAL);
             }
-            send_conn(tx, conn, sidr_rep_msg(conn, SidrStatus::Reject, 0, 0, private_data));
+            send_conn(
+                tx,
+                conn,
+                sidr_rep_msg(conn, SidrStatus::Reject, 0, 0, private_data),
+            );
             conn.state = CmState::Idle;
             return Ok(());
         }
@@ -461,13 +483,23 @@ impl Endpoint {
             .and_then(|r| r.conn.as_ref())
             .map(|c| self.form_tid(c.local_id));
         let Endpoint { ids, tx, .. } = self;
-        let Some(conn) = ids.get_mut(&id).and_then(|r| r.conn.as_mut()) else { return };
+        let Some(conn) = ids.get_mut(&id).and_then(|r| r.conn.as_mut()) else {
+            return;
+        };
         match conn.state {
             CmState::Established => {
                 let (timeout, retries) = (conn.timeout_ms, conn.max_cm_retries);
                 let msg = conn.dreq();
                 conn.state = CmState::DreqSent;
-                send_retx(tx, conn, now, tid.unwrap_or(conn.tid), msg, CmState::DreqSent, timeout, retries);
+                let tid = tid.unwrap_or(conn.tid);
+                send_retx(
+                    tx,
+                    conn,
+                    now,
+                    tid,
+                    msg,
+                    (CmState::DreqSent, timeout, retries),
+                );
             }
             CmState::DreqRcvd => {
                 conn.private_data.clear();
@@ -525,7 +557,9 @@ impl Endpoint {
             .and_then(|r| r.conn.as_ref())
             .map(|c| self.form_tid(c.local_id));
         let Endpoint { ids, tx, .. } = self;
-        let Some(mut rid) = ids.remove(&id) else { return };
+        let Some(mut rid) = ids.remove(&id) else {
+            return;
+        };
         if let Some(conn) = rid.conn.as_mut() {
             match conn.state {
                 CmState::SidrReqRcvd => {
@@ -560,7 +594,13 @@ impl Endpoint {
 }
 
 /// `cm_format_sidr_rep`: Request ID and Service ID echoed.
-pub(crate) fn sidr_rep_msg(conn: &Conn, status: SidrStatus, qpn: u32, qkey: u32, pd: &[u8]) -> Message {
+pub(crate) fn sidr_rep_msg(
+    conn: &Conn,
+    status: SidrStatus,
+    qpn: u32,
+    qkey: u32,
+    pd: &[u8],
+) -> Message {
     let mut r = sidr_rep::Repr {
         request_id: conn.remote_id,
         status,

@@ -5,7 +5,7 @@ use crate::ib::{self, issue_drep, issue_rej, CmState, Conn};
 use crate::rdma::{sidr_rep_msg, RdmaId, RdmaState};
 use crate::timers::{send, send_conn, send_retx};
 use crate::{errno, Endpoint, Event, EventKind, Id, Instant, MadIn, PortSpace, QpKind, UdParam};
-use roce_wire::cm::{self, dreq, drep, mra, rej, rep, req, rtu, sidr_rep, sidr_req};
+use roce_wire::cm::{self, drep, dreq, mra, rej, rep, req, rtu, sidr_rep, sidr_req};
 use roce_wire::cm::{Message, MsgResponse, RejReason, SidrStatus};
 use roce_wire::{cma, mad, Error};
 use std::net::SocketAddr;
@@ -60,14 +60,21 @@ impl Endpoint {
         })
     }
 
-    fn conn_mut(&mut self, id: Id) -> Option<(&mut RdmaId, &mut std::collections::VecDeque<crate::MadOut>)> {
+    fn conn_mut(
+        &mut self,
+        id: Id,
+    ) -> Option<(&mut RdmaId, &mut std::collections::VecDeque<crate::MadOut>)> {
         let Endpoint { ids, tx, .. } = self;
-        ids.get_mut(&id).filter(|r| r.conn.is_some()).map(|r| (r, tx))
+        ids.get_mut(&id)
+            .filter(|r| r.conn.is_some())
+            .map(|r| (r, tx))
     }
 
     /// `ib_send_cm_dreq` on an established connection a new REQ/REP showed to be stale.
     fn dreq_stale(&mut self, now: Instant, id: Id) {
-        let Some(c) = self.ids.get(&id).and_then(|r| r.conn.as_ref()) else { return };
+        let Some(c) = self.ids.get(&id).and_then(|r| r.conn.as_ref()) else {
+            return;
+        };
         if c.state != CmState::Established {
             return;
         }
@@ -76,24 +83,36 @@ impl Endpoint {
             let Some(c) = r.conn.as_mut() else { return };
             let (timeout, retries, msg) = (c.timeout_ms, c.max_cm_retries, c.dreq());
             c.state = CmState::DreqSent;
-            send_retx(tx, c, now, tid, msg, CmState::DreqSent, timeout, retries);
+            send_retx(tx, c, now, tid, msg, (CmState::DreqSent, timeout, retries));
         }
     }
 
     /// The listeners of a service ID, in bind order; `None` when it is no rdma_cm service ID.
     fn listeners(&self, sid: u64) -> Vec<Id> {
-        let Some(s) = cma::ServiceId::from_u64(sid) else { return Vec::new() };
+        let Some(s) = cma::ServiceId::from_u64(sid) else {
+            return Vec::new();
+        };
         let ps = PortSpace::from_wire(s.port_space);
         self.ports
             .owners(ps, s.port)
-            .filter(|i| self.ids.get(i).is_some_and(|r| r.state == RdmaState::Listen))
+            .filter(|i| {
+                self.ids
+                    .get(i)
+                    .is_some_and(|r| r.state == RdmaState::Listen)
+            })
             .collect()
     }
 
     /// `cma_ib_id_from_event` + `cma_match_private_data` + `cma_ib_check_req_qp_type`: the
     /// first listener whose QP type fits and whose bound address the `cma_hdr` names (or
     /// which is bound to a wildcard), with the header; `None` → REJ 28 / SIDR_REP 2.
-    fn match_listener(&self, ls: &[Id], kind: QpKind, pd: &[u8], m: &MadIn) -> Option<(Id, cma::Repr)> {
+    fn match_listener(
+        &self,
+        ls: &[Id],
+        kind: QpKind,
+        pd: &[u8],
+        m: &MadIn,
+    ) -> Option<(Id, cma::Repr)> {
         let h = cma::Repr::parse_private_data(pd).ok()?;
         if h.cma_version != cma::CMA_VERSION
             || (!self.cfg.addrs.contains(&h.dst_addr) && h.dst_addr != m.dst)
@@ -115,12 +134,15 @@ impl Endpoint {
             .iter()
             .filter(|e| e.kind == EventKind::ConnectRequest && e.listen_id == Some(l))
             .count();
-        self.ids.get(&l).map_or(true, |r| n >= r.backlog)
+        !matches!(self.ids.get(&l), Some(r) if n < r.backlog)
     }
 
     /// A new child id of listener `l` for a request from `h.src_addr`.
     fn new_child(&mut self, l: Id, h: &cma::Repr, sid: u64) -> Id {
-        let (ps, kind) = self.ids.get(&l).map_or((PortSpace::Tcp, QpKind::Rc), |r| (r.ps, r.kind));
+        let (ps, kind) = self
+            .ids
+            .get(&l)
+            .map_or((PortSpace::Tcp, QpKind::Rc), |r| (r.ps, r.kind));
         let child = self.create_id(ps, kind);
         if let Some(r) = self.ids.get_mut(&child) {
             r.state = RdmaState::Connect;
@@ -134,9 +156,13 @@ impl Endpoint {
     fn on_req(&mut self, now: Instant, m: &MadIn, tid: u64, r: &req::Repr) {
         let guid = r.local_ca_guid;
         // Duplicate REQ (`cm_dup_req_handler`).
-        if let Some(id) = self.find_remote(None, |c| c.remote_id == r.local_comm_id && c.remote_ca_guid == guid) {
+        if let Some(id) = self.find_remote(None, |c| {
+            c.remote_id == r.local_comm_id && c.remote_ca_guid == guid
+        }) {
             self.counters.duplicates += 1;
-            let Some(c) = self.ids.get(&id).and_then(|x| x.conn.as_ref()) else { return };
+            let Some(c) = self.ids.get(&id).and_then(|x| x.conn.as_ref()) else {
+                return;
+            };
             let msg = match c.state {
                 CmState::MraReqSent => c.mra(MsgResponse::Req),
                 CmState::Timewait => c.rej(CmState::Timewait, RejReason::StaleConn, &[], &[]),
@@ -147,7 +173,9 @@ impl Endpoint {
         }
         let reply = |reason| issue_rej(r.local_comm_id, r.vendor_id, reason, MsgResponse::Req);
         // Stale connection: a live connection with the same remote QPN and CA GUID.
-        if let Some(old) = self.find_remote(None, |c| c.remote_qpn == r.local_qpn && c.remote_ca_guid == guid) {
+        if let Some(old) = self.find_remote(None, |c| {
+            c.remote_qpn == r.local_qpn && c.remote_ca_guid == guid
+        }) {
             self.counters.stale += 1;
             send(&mut self.tx, m.dst, m.src, tid, reply(RejReason::StaleConn));
             return self.dreq_stale(now, old);
@@ -155,9 +183,16 @@ impl Endpoint {
         let ls = self.listeners(r.service_id);
         if ls.is_empty() {
             self.counters.no_listener += 1;
-            return send(&mut self.tx, m.dst, m.src, tid, reply(RejReason::InvalidServiceId));
+            return send(
+                &mut self.tx,
+                m.dst,
+                m.src,
+                tid,
+                reply(RejReason::InvalidServiceId),
+            );
         }
-        let rc = r.transport_service_type == req::service_type::RC && r.extended_transport_type == 0;
+        let rc =
+            r.transport_service_type == req::service_type::RC && r.extended_transport_type == 0;
         let kind = if rc { QpKind::Rc } else { QpKind::Ud };
         let Some((l, h)) = self.match_listener(&ls, kind, &r.private_data, m) else {
             // cma refuses it: the new cm_id is destroyed in REQ_RCVD → REJ 28, Local Comm ID 0.
@@ -216,21 +251,26 @@ impl Endpoint {
     /// `cm_sidr_req_handler` + `cma_ib_req_handler`.
     fn on_sidr_req(&mut self, m: &MadIn, tid: u64, r: &sidr_req::Repr) {
         // `cm_insert_remote_sidr`: keyed by (Request ID, source LID), and the LID is 0 on RoCE.
-        let dup = self.ids.values().filter_map(|x| x.conn.as_ref()).any(|c| {
-            c.state == CmState::SidrReqRcvd && c.remote_id == r.request_id
-        });
+        let dup = self
+            .ids
+            .values()
+            .filter_map(|x| x.conn.as_ref())
+            .any(|c| c.state == CmState::SidrReqRcvd && c.remote_id == r.request_id);
         if dup {
             self.counters.duplicates += 1;
             return;
         }
-        let mut tmp = Conn::new(0, ib::Av {
-            local: m.dst,
-            peer: m.src,
-            flow_label: m.flow_label,
-            traffic_class: m.traffic_class,
-            hop_limit: ib::DEFAULT_HOP_LIMIT,
-            timeout: ib::CMA_IBOE_PACKET_LIFETIME + 1,
-        });
+        let mut tmp = Conn::new(
+            0,
+            ib::Av {
+                local: m.dst,
+                peer: m.src,
+                flow_label: m.flow_label,
+                traffic_class: m.traffic_class,
+                hop_limit: ib::DEFAULT_HOP_LIMIT,
+                timeout: ib::CMA_IBOE_PACKET_LIFETIME + 1,
+            },
+        );
         tmp.remote_id = r.request_id;
         tmp.service_id = r.service_id;
         tmp.tid = tid;
@@ -280,7 +320,9 @@ impl Endpoint {
                 return;
             };
             self.counters.duplicates += 1;
-            let Some(c) = self.ids.get(&id).and_then(|x| x.conn.as_ref()) else { return };
+            let Some(c) = self.ids.get(&id).and_then(|x| x.conn.as_ref()) else {
+                return;
+            };
             let msg = match c.state {
                 CmState::Established => c.rtu(),
                 CmState::MraRepSent => c.mra(MsgResponse::Rep),
@@ -289,23 +331,41 @@ impl Endpoint {
             let ctid = c.tid;
             return send(&mut self.tx, m.dst, m.src, ctid, msg);
         };
-        let state = self.ids.get(&id).and_then(|x| x.conn.as_ref()).map(|c| c.state);
+        let state = self
+            .ids
+            .get(&id)
+            .and_then(|x| x.conn.as_ref())
+            .map(|c| c.state);
         if !matches!(state, Some(CmState::ReqSent | CmState::MraReqRcvd)) {
             self.counters.unexpected += 1;
             return;
         }
         let guid = r.local_ca_guid;
-        if self.find_remote(Some(id), |c| c.remote_id == r.local_comm_id && c.remote_ca_guid == guid).is_some() {
+        if self
+            .find_remote(Some(id), |c| {
+                c.remote_id == r.local_comm_id && c.remote_ca_guid == guid
+            })
+            .is_some()
+        {
             self.counters.duplicates += 1;
             return;
         }
-        if let Some(old) = self.find_remote(Some(id), |c| c.remote_qpn == r.local_qpn && c.remote_ca_guid == guid) {
+        if let Some(old) = self.find_remote(Some(id), |c| {
+            c.remote_qpn == r.local_qpn && c.remote_ca_guid == guid
+        }) {
             self.counters.stale += 1;
-            let rej = issue_rej(r.local_comm_id, r.remote_comm_id, RejReason::StaleConn, MsgResponse::Rep);
+            let rej = issue_rej(
+                r.local_comm_id,
+                r.remote_comm_id,
+                RejReason::StaleConn,
+                MsgResponse::Rep,
+            );
             send(&mut self.tx, m.dst, m.src, tid, rej);
             return self.dreq_stale(now, old);
         }
-        let Some((x, _)) = self.conn_mut(id) else { return };
+        let Some((x, _)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         c.remote_id = r.local_comm_id;
         c.remote_ca_guid = guid;
@@ -335,7 +395,9 @@ impl Endpoint {
             self.counters.unknown_comm_id += 1;
             return;
         };
-        let Some((x, _)) = self.conn_mut(id) else { return };
+        let Some((x, _)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         if !matches!(c.state, CmState::RepSent | CmState::MraRepRcvd) {
             self.counters.duplicates += 1;
@@ -344,7 +406,8 @@ impl Endpoint {
         c.state = CmState::Established;
         c.retx = None;
         if x.state == RdmaState::Connect {
-            self.events.push_back(Event::simple(id, EventKind::Established, 0));
+            self.events
+                .push_back(Event::simple(id, EventKind::Established, 0));
         }
     }
 
@@ -354,7 +417,9 @@ impl Endpoint {
             self.counters.unknown_comm_id += 1;
             return send(&mut self.tx, m.dst, m.src, tid, issue_drep(d));
         };
-        let Some((x, tx)) = self.conn_mut(id) else { return };
+        let Some((x, tx)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         if c.local_qpn != d.remote_qpn_eecn {
             self.counters.unexpected += 1;
@@ -377,7 +442,8 @@ impl Endpoint {
         c.tid = tid;
         if x.state == RdmaState::Connect {
             x.state = RdmaState::Disconnect;
-            self.events.push_back(Event::simple(id, EventKind::Disconnected, 0));
+            self.events
+                .push_back(Event::simple(id, EventKind::Disconnected, 0));
         }
     }
 
@@ -387,7 +453,9 @@ impl Endpoint {
             self.counters.unknown_comm_id += 1;
             return;
         };
-        let Some((x, _)) = self.conn_mut(id) else { return };
+        let Some((x, _)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         if !matches!(c.state, CmState::DreqSent | CmState::DreqRcvd) {
             self.counters.unexpected += 1;
@@ -396,7 +464,8 @@ impl Endpoint {
         c.enter_timewait(now);
         if x.state == RdmaState::Connect {
             x.state = RdmaState::Disconnect;
-            self.events.push_back(Event::simple(id, EventKind::Disconnected, 0));
+            self.events
+                .push_back(Event::simple(id, EventKind::Disconnected, 0));
         }
     }
 
@@ -408,7 +477,9 @@ impl Endpoint {
             let mut g = [0u8; 8];
             g.copy_from_slice(&r.ari[..8]);
             let guid = u64::from_be_bytes(g);
-            self.find_remote(None, |c| c.remote_ca_guid == guid && c.remote_id == r.local_comm_id)
+            self.find_remote(None, |c| {
+                c.remote_ca_guid == guid && c.remote_id == r.local_comm_id
+            })
         } else if r.message_rejected == MsgResponse::Req {
             self.acquire(r.remote_comm_id, 0)
         } else {
@@ -418,7 +489,9 @@ impl Endpoint {
             self.counters.unknown_comm_id += 1;
             return;
         };
-        let Some((x, _)) = self.conn_mut(id) else { return };
+        let Some((x, _)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         match c.state {
             CmState::ReqSent
@@ -450,14 +523,18 @@ impl Endpoint {
     fn on_mra(&mut self, now: Instant, r: &mra::Repr) {
         let id = match r.message_mraed {
             MsgResponse::Req => self.acquire(r.remote_comm_id, 0),
-            MsgResponse::Rep | MsgResponse::Other => self.acquire(r.remote_comm_id, r.local_comm_id),
+            MsgResponse::Rep | MsgResponse::Other => {
+                self.acquire(r.remote_comm_id, r.local_comm_id)
+            }
             MsgResponse::Reserved => None,
         };
         let Some(id) = id else {
             self.counters.unknown_comm_id += 1;
             return;
         };
-        let Some((x, _)) = self.conn_mut(id) else { return };
+        let Some((x, _)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         let next = match (c.state, r.message_mraed) {
             (CmState::ReqSent, MsgResponse::Req) => CmState::MraReqRcvd,
@@ -481,7 +558,9 @@ impl Endpoint {
             self.counters.unknown_comm_id += 1;
             return;
         };
-        let Some((x, _)) = self.conn_mut(id) else { return };
+        let Some((x, _)) = self.conn_mut(id) else {
+            return;
+        };
         let Some(c) = x.conn.as_mut() else { return };
         if c.state != CmState::SidrReqSent {
             self.counters.duplicates += 1;
@@ -512,4 +591,3 @@ impl Endpoint {
         self.events.push_back(ev);
     }
 }
-

@@ -29,7 +29,10 @@ impl Rng {
 
     /// A random port in the default `ip_local_port_range`, 32768..=60999.
     pub(crate) fn ephemeral_port(&mut self) -> u16 {
-        let (lo, hi) = (crate::ports::EPHEMERAL_LOW as u32, crate::ports::EPHEMERAL_HIGH as u32);
+        let (lo, hi) = (
+            crate::ports::EPHEMERAL_LOW as u32,
+            crate::ports::EPHEMERAL_HIGH as u32,
+        );
         (lo + self.next_u32() % (hi - lo + 1)) as u16
     }
 }

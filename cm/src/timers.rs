@@ -42,9 +42,7 @@ pub(crate) fn send_retx(
     now: Instant,
     tid: u64,
     msg: Message,
-    state: CmState,
-    timeout_ms: u64,
-    retries: u8,
+    (state, timeout_ms, retries): (CmState, u64, u8),
 ) {
     let mad = emit(tid, msg);
     tx.push_back(MadOut {
@@ -94,10 +92,16 @@ impl Endpoint {
 
     fn retx_due(&mut self, now: Instant, id: Id) {
         let Endpoint {
-            ids, tx, counters, events, ..
+            ids,
+            tx,
+            counters,
+            events,
+            ..
         } = self;
         let Some(rid) = ids.get_mut(&id) else { return };
-        let Some(conn) = rid.conn.as_mut() else { return };
+        let Some(conn) = rid.conn.as_mut() else {
+            return;
+        };
         let Some(r) = conn.retx.as_mut() else { return };
         if r.deadline > now {
             return;
@@ -149,10 +153,15 @@ impl Endpoint {
     }
 
     fn timewait_due(&mut self, now: Instant, id: Id) {
-        let Some(rid) = self.ids.get_mut(&id) else { return };
-        let Some(conn) = rid.conn.as_mut() else { return };
-        if !conn.timewait_until.is_some_and(|t| t <= now) {
+        let Some(rid) = self.ids.get_mut(&id) else {
             return;
+        };
+        let Some(conn) = rid.conn.as_mut() else {
+            return;
+        };
+        match conn.timewait_until {
+            Some(t) if t <= now => {}
+            _ => return,
         }
         conn.timewait_until = None;
         if conn.state != CmState::Timewait {

@@ -32,7 +32,9 @@ fn setup(net: &mut Net, pd: &[u8]) -> (Id, Id, Id) {
     net.b.listen(l, 3).unwrap();
     let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
     let now = net.now;
-    net.a.resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000).unwrap();
+    net.a
+        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
+        .unwrap();
     net.pump();
     assert_eq!(kinds(&net.take_a()), [EventKind::AddrResolved]);
     net.a.resolve_route(now, a, 2000).unwrap();
@@ -72,18 +74,29 @@ fn connect_accept_establish_disconnect() {
         a_init.1,
         QpAttrMask::STATE | QpAttrMask::ACCESS_FLAGS | QpAttrMask::PKEY_INDEX | QpAttrMask::PORT
     );
-    assert_eq!(a_init.0.qp_access_flags, AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC);
+    assert_eq!(
+        a_init.0.qp_access_flags,
+        AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ | AccessFlags::REMOTE_ATOMIC
+    );
     let b_init = net.b.init_qp_attr(child, QpState::Init).unwrap();
     assert_eq!((b_init.0.pkey_index, b_init.0.port_num), (0, 1));
 
-    net.b.accept(now, child, &rping_param(0x22, b"world")).unwrap();
+    net.b
+        .accept(now, child, &rping_param(0x22, b"world"))
+        .unwrap();
     net.pump();
     let rep = match net.sent(Side::B, REP)[0].parse().message {
         Message::Rep(r) => r,
         m => panic!("{m}"),
     };
-    assert_eq!((rep.local_qpn, rep.remote_comm_id), (0x22, req.local_comm_id));
-    assert_eq!((rep.target_ack_delay, rep.rnr_retry_count, rep.local_ca_guid), (15, 7, B_GUID));
+    assert_eq!(
+        (rep.local_qpn, rep.remote_comm_id),
+        (0x22, req.local_comm_id)
+    );
+    assert_eq!(
+        (rep.target_ack_delay, rep.rnr_retry_count, rep.local_ca_guid),
+        (15, 7, B_GUID)
+    );
     assert_ne!(rep.starting_psn, req.starting_psn);
 
     let ev = net.take_a();
@@ -93,7 +106,12 @@ fn connect_accept_establish_disconnect() {
     assert_eq!(&e.private_data[..5], b"world");
     assert!(e.private_data[5..].iter().all(|&b| b == 0));
     assert_eq!(
-        (e.param.qp_num, e.param.responder_resources, e.param.initiator_depth, e.param.rnr_retry_count),
+        (
+            e.param.qp_num,
+            e.param.responder_resources,
+            e.param.initiator_depth,
+            e.param.rnr_retry_count
+        ),
         (0x22, 1, 1, 7)
     );
 
@@ -110,12 +128,23 @@ fn connect_accept_establish_disconnect() {
             | QpAttrMask::MAX_DEST_RD_ATOMIC
             | QpAttrMask::MIN_RNR_TIMER
     );
-    assert_eq!((rtr.dest_qp_num, rtr.rq_psn), (0x22, req.starting_psn.value()));
-    assert_eq!((rtr.path_mtu, rtr.max_dest_rd_atomic, rtr.min_rnr_timer), (Mtu::Mtu1024, 1, 0));
+    assert_eq!(
+        (rtr.dest_qp_num, rtr.rq_psn),
+        (0x22, req.starting_psn.value())
+    );
+    assert_eq!(
+        (rtr.path_mtu, rtr.max_dest_rd_atomic, rtr.min_rnr_timer),
+        (Mtu::Mtu1024, 1, 0)
+    );
     assert_eq!(rtr.ah_attr.dgid, roce_emu::gid_from_ip(ip(B_IP)));
     let fl = roce_wire::cma::roce_udp_flow_label(local_a.port(), 7174);
     assert_eq!(
-        (rtr.ah_attr.flow_label, rtr.ah_attr.hop_limit, rtr.ah_attr.traffic_class, rtr.ah_attr.sgid_index),
+        (
+            rtr.ah_attr.flow_label,
+            rtr.ah_attr.hop_limit,
+            rtr.ah_attr.traffic_class,
+            rtr.ah_attr.sgid_index
+        ),
         (fl, 64, 0, 0)
     );
     assert!(rtr.ah_attr.is_global);
@@ -131,16 +160,34 @@ fn connect_accept_establish_disconnect() {
             | QpAttrMask::TIMEOUT
     );
     assert_eq!(
-        (rts.sq_psn, rts.retry_cnt, rts.rnr_retry, rts.max_rd_atomic, rts.timeout),
+        (
+            rts.sq_psn,
+            rts.retry_cnt,
+            rts.rnr_retry,
+            rts.max_rd_atomic,
+            rts.timeout
+        ),
         (rep.starting_psn.value(), 7, 7, 1, 19)
     );
     let (brtr, _) = net.b.init_qp_attr(child, QpState::Rtr).unwrap();
-    assert_eq!((brtr.dest_qp_num, brtr.rq_psn), (0x11, rep.starting_psn.value()));
+    assert_eq!(
+        (brtr.dest_qp_num, brtr.rq_psn),
+        (0x11, rep.starting_psn.value())
+    );
     assert_eq!(brtr.ah_attr.dgid, roce_emu::gid_from_ip(ip(A_IP)));
-    assert_eq!(brtr.ah_attr.flow_label, fl, "the passive side copies the REQ's flow label");
+    assert_eq!(
+        brtr.ah_attr.flow_label, fl,
+        "the passive side copies the REQ's flow label"
+    );
     let (brts, _) = net.b.init_qp_attr(child, QpState::Rts).unwrap();
-    assert_eq!((brts.sq_psn, brts.timeout, brts.rnr_retry), (req.starting_psn.value(), 19, 7));
-    assert_eq!(net.a.init_qp_attr(a, QpState::Sqd).unwrap_err(), roce_cm::errno::EINVAL);
+    assert_eq!(
+        (brts.sq_psn, brts.timeout, brts.rnr_retry),
+        (req.starting_psn.value(), 19, 7)
+    );
+    assert_eq!(
+        net.a.init_qp_attr(a, QpState::Sqd).unwrap_err(),
+        roce_cm::errno::EINVAL
+    );
 
     // RTU: no event on the active side (librdmacm reports ESTABLISHED), ESTABLISHED on B.
     net.a.establish(now, a).unwrap();
@@ -150,7 +197,10 @@ fn connect_accept_establish_disconnect() {
     let ev = net.take_b();
     assert_eq!(kinds(&ev), [EventKind::Established]);
     assert_eq!((ev[0].id, ev[0].private_data.len()), (child, 0));
-    assert_eq!(net.b.notify(now, child).unwrap_err(), roce_cm::errno::EISCONN);
+    assert_eq!(
+        net.b.notify(now, child).unwrap_err(),
+        roce_cm::errno::EISCONN
+    );
 
     // A disconnects: DREQ → B DISCONNECTED; B disconnects: DREP → A DISCONNECTED; both exit
     // timewait after IBA_time(19) = 2048 ms.
@@ -184,17 +234,33 @@ fn connect_accept_establish_disconnect() {
         Message::Dreq(d) => d,
         m => panic!("{m}"),
     };
-    assert_eq!((dreq.remote_qpn_eecn, dreq.remote_comm_id), (0x22, rep.local_comm_id));
+    assert_eq!(
+        (dreq.remote_qpn_eecn, dreq.remote_comm_id),
+        (0x22, rep.local_comm_id)
+    );
     // Each MAD exactly once, no loss, nothing else on the wire.
     let attrs: Vec<(Side, u16)> = net.log.iter().map(|s| (s.from, s.attr)).collect();
     assert_eq!(
         attrs,
-        [(Side::A, REQ), (Side::B, REP), (Side::A, RTU), (Side::A, DREQ), (Side::B, DREP)]
+        [
+            (Side::A, REQ),
+            (Side::B, REP),
+            (Side::A, RTU),
+            (Side::A, DREQ),
+            (Side::B, DREP)
+        ]
     );
     for s in &net.log {
         let m = s.parse();
-        let src = if s.from == Side::A { ip(A_IP) } else { ip(B_IP) };
-        assert_eq!((s.out.src, m.header.method, m.header.class_version), (src, 3, 2));
+        let src = if s.from == Side::A {
+            ip(A_IP)
+        } else {
+            ip(B_IP)
+        };
+        assert_eq!(
+            (s.out.src, m.header.method, m.header.class_version),
+            (src, 3, 2)
+        );
     }
     assert_eq!(net.a.counters().mads_sent, 3);
     assert_eq!(net.b.counters().mads_received, 3);
@@ -238,7 +304,7 @@ fn req_matches_the_captured_kernel_req() {
     put(88, &(fl << 12).to_be_bytes()); // flow label, rate 0
     put(93, &[64]); // hop limit; TC 0, SL 0, not subnet-local around it
     put(95, &[19 << 3]); // local ACK timeout 19
-    // alternate path all zero; cma_hdr: v0, IPv4, source port, addresses; 56 zero user bytes
+                         // alternate path all zero; cma_hdr: v0, IPv4, source port, addresses; 56 zero user bytes
     put(140, &[0x00, 0x40]);
     put(142, &port.to_be_bytes());
     put(156, &[10, 0, 0, 1]);
@@ -254,20 +320,32 @@ fn reject_with_private_data() {
     let mut net = Net::new();
     let (a, _, child) = setup(&mut net, b"");
     let now = net.now;
-    assert_eq!(net.b.reject(now, child, &[7u8; 149]).unwrap_err(), roce_cm::errno::EINVAL);
+    assert_eq!(
+        net.b.reject(now, child, &[7u8; 149]).unwrap_err(),
+        roce_cm::errno::EINVAL
+    );
     net.b.reject(now, child, b"go away").unwrap();
     net.pump();
     let ev = net.take_a();
     assert_eq!(kinds(&ev), [EventKind::Rejected]);
-    assert_eq!((ev[0].id, ev[0].status, ev[0].private_data.len()), (a, 28, 148));
+    assert_eq!(
+        (ev[0].id, ev[0].status, ev[0].private_data.len()),
+        (a, 28, 148)
+    );
     assert_eq!(&ev[0].private_data[..7], b"go away");
     let rej = match net.sent(Side::B, REJ)[0].parse().message {
         Message::Rej(r) => r,
         m => panic!("{m}"),
     };
     assert_eq!(rej.message_rejected, roce_wire::cm::MsgResponse::Req);
-    assert_ne!(rej.local_comm_id, 0, "after the delayed MRA the REJ carries the passive id");
-    assert_eq!(net.sent(Side::B, REJ)[0].tid(), net.sent(Side::A, REQ)[0].tid());
+    assert_ne!(
+        rej.local_comm_id, 0,
+        "after the delayed MRA the REJ carries the passive id"
+    );
+    assert_eq!(
+        net.sent(Side::B, REJ)[0].tid(),
+        net.sent(Side::A, REQ)[0].tid()
+    );
     // Nothing left running: the REQ timer is gone.
     assert_eq!(net.a.poll_timeout(), None);
     net.advance_ms(200_000);
@@ -280,12 +358,21 @@ fn no_listener_is_rejected_with_reason_8() {
     let mut net = Net::new();
     let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
     let now = net.now;
-    net.a.resolve_addr(now, a, None, sa("10.0.0.2:9999"), 2000).unwrap();
+    net.a
+        .resolve_addr(now, a, None, sa("10.0.0.2:9999"), 2000)
+        .unwrap();
     net.a.resolve_route(now, a, 2000).unwrap();
     net.a.connect(now, a, &rping_param(5, b"")).unwrap();
     net.pump();
     let ev = net.take_a();
-    assert_eq!(kinds(&ev), [EventKind::AddrResolved, EventKind::RouteResolved, EventKind::Rejected]);
+    assert_eq!(
+        kinds(&ev),
+        [
+            EventKind::AddrResolved,
+            EventKind::RouteResolved,
+            EventKind::Rejected
+        ]
+    );
     assert_eq!((ev[2].status, ev[2].private_data.len()), (8, 148));
     let rej = match net.sent(Side::B, REJ)[0].parse().message {
         Message::Rej(r) => r,
@@ -300,18 +387,26 @@ fn no_listener_is_rejected_with_reason_8() {
 fn cma_hdr_mismatch_is_rejected_with_reason_28() {
     let mut net = Net::with(
         config(A_IP, A_GUID, 1),
-        roce_cm::Config { addrs: vec![ip(B_IP), ip("10.0.0.3")], ..config(B_IP, B_GUID, 2) },
+        roce_cm::Config {
+            addrs: vec![ip(B_IP), ip("10.0.0.3")],
+            ..config(B_IP, B_GUID, 2)
+        },
     );
     let l = net.b.create_id(PortSpace::Tcp, QpKind::Rc);
     net.b.bind(l, sa("10.0.0.3:7174")).unwrap();
     net.b.listen(l, 0).unwrap();
     let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
     let now = net.now;
-    net.a.resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000).unwrap();
+    net.a
+        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
+        .unwrap();
     net.a.resolve_route(now, a, 2000).unwrap();
     net.a.connect(now, a, &rping_param(5, b"")).unwrap();
     net.pump();
-    assert_eq!(net.take_a().last().map(|e| (e.kind, e.status)), Some((EventKind::Rejected, 28)));
+    assert_eq!(
+        net.take_a().last().map(|e| (e.kind, e.status)),
+        Some((EventKind::Rejected, 28))
+    );
     assert!(net.take_b().is_empty());
     assert_eq!(net.b.counters().bad_cma_hdr, 1);
 }

@@ -34,16 +34,24 @@ fn start(net: &mut Net) -> Id {
     net.b.listen(l, 3).unwrap();
     let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
     let now = net.now;
-    net.a.resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000).unwrap();
+    net.a
+        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
+        .unwrap();
     net.a.resolve_route(now, a, 2000).unwrap();
     net.a.connect(now, a, &param(0x11)).unwrap();
     net.pump();
-    assert_eq!(kinds(&net.take_a()), [EventKind::AddrResolved, EventKind::RouteResolved]);
+    assert_eq!(
+        kinds(&net.take_a()),
+        [EventKind::AddrResolved, EventKind::RouteResolved]
+    );
     a
 }
 
 fn child(ev: &[Event]) -> Id {
-    ev.iter().find(|e| e.kind == EventKind::ConnectRequest).unwrap().id
+    ev.iter()
+        .find(|e| e.kind == EventKind::ConnectRequest)
+        .unwrap()
+        .id
 }
 
 /// Accept on B, establish on A, through the network.
@@ -68,7 +76,10 @@ fn req_lost_then_retransmitted() {
     net.advance_ms(1);
     let reqs = net.sent(Side::A, REQ);
     assert_eq!(reqs.len(), 2);
-    assert_eq!(reqs[0].out, reqs[1].out, "a retransmission is the identical MAD");
+    assert_eq!(
+        reqs[0].out, reqs[1].out,
+        "a retransmission is the identical MAD"
+    );
     let c = child(&net.take_b());
     finish(&mut net, a, c);
     assert_eq!(net.a.counters().retransmits, 1);
@@ -87,11 +98,17 @@ fn duplicate_req_before_accept_gets_an_mra() {
         Message::Mra(m) => m,
         m => panic!("{m}"),
     };
-    assert_eq!((mra.service_timeout, mra.message_mraed), (24, roce_wire::cm::MsgResponse::Req));
+    assert_eq!(
+        (mra.service_timeout, mra.message_mraed),
+        (24, roce_wire::cm::MsgResponse::Req)
+    );
     assert_eq!(net.b.counters().duplicates, 1);
     assert!(net.take_b().is_empty(), "no second CONNECT_REQUEST");
     // The MRA stretched A's timer to 65536 + 2048 ms.
-    assert_eq!(net.a.poll_timeout(), Some(net.now.add_nanos(67_584 * 1_000_000)));
+    assert_eq!(
+        net.a.poll_timeout(),
+        Some(net.now.add_nanos(67_584 * 1_000_000))
+    );
     net.advance_ms(60_000);
     assert_eq!(net.sent(Side::A, REQ).len(), 2);
     finish(&mut net, a, c);
@@ -223,7 +240,10 @@ fn drep_lost_peer_destroyed_unknown_dreq_gets_a_drep() {
 
 #[test]
 fn req_retries_exhausted_is_unreachable() {
-    let cfg = roce_cm::Config { max_cm_retries: 2, ..config(A_IP, A_GUID, 1) };
+    let cfg = roce_cm::Config {
+        max_cm_retries: 2,
+        ..config(A_IP, A_GUID, 1)
+    };
     let mut net = Net::with(cfg, config(B_IP, B_GUID, 2));
     net.blackhole = Some(Side::A);
     let a = start(&mut net);
@@ -255,7 +275,10 @@ fn default_req_gives_up_after_16_sends() {
 
 #[test]
 fn rep_retries_exhausted_is_unreachable_on_the_passive_side() {
-    let cfg = roce_cm::Config { max_cm_retries: 1, ..config(A_IP, A_GUID, 1) };
+    let cfg = roce_cm::Config {
+        max_cm_retries: 1,
+        ..config(A_IP, A_GUID, 1)
+    };
     let mut net = Net::with(cfg, config(B_IP, B_GUID, 2));
     let a = start(&mut net);
     net.pump();
@@ -275,7 +298,10 @@ fn rep_retries_exhausted_is_unreachable_on_the_passive_side() {
 
 #[test]
 fn dreq_retries_exhausted_is_disconnected_with_etimedout() {
-    let cfg = roce_cm::Config { max_cm_retries: 1, ..config(A_IP, A_GUID, 1) };
+    let cfg = roce_cm::Config {
+        max_cm_retries: 1,
+        ..config(A_IP, A_GUID, 1)
+    };
     let mut net = Net::with(cfg, config(B_IP, B_GUID, 2));
     let (a, _) = connected(&mut net);
     net.blackhole = Some(Side::A);
@@ -306,7 +332,10 @@ fn destroy_in_req_sent_sends_rej_timeout_with_our_guid() {
     assert_eq!(kinds(&ev), [EventKind::Rejected]);
     assert_eq!((ev[0].id, ev[0].status), (c, 4));
     assert_eq!(net.a.poll_timeout(), None);
-    assert_eq!(net.b.accept(net.now, c, &param(1)).unwrap_err(), errno::EINVAL);
+    assert_eq!(
+        net.b.accept(net.now, c, &param(1)).unwrap_err(),
+        errno::EINVAL
+    );
 }
 
 #[test]
@@ -332,12 +361,21 @@ fn destroying_a_listener_rejects_its_unpolled_requests() {
     net.b.listen(l, 3).unwrap();
     let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
     let now = net.now;
-    net.a.resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000).unwrap();
+    net.a
+        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
+        .unwrap();
     net.a.resolve_route(now, a, 2000).unwrap();
     net.a.connect(now, a, &param(0x11)).unwrap();
     // Deliver the REQ without polling B's events.
     while let Some(m) = net.a.poll_transmit() {
-        let mad = roce_cm::MadIn { src: m.src, dst: m.dst, flow_label: 0, traffic_class: 0, hop_limit: 64, bytes: &m.bytes };
+        let mad = roce_cm::MadIn {
+            src: m.src,
+            dst: m.dst,
+            flow_label: 0,
+            traffic_class: 0,
+            hop_limit: 64,
+            bytes: &m.bytes,
+        };
         net.b.handle_mad(now, &mad);
     }
     net.b.destroy_id(now, l);
@@ -358,13 +396,22 @@ fn backlog_of_unpolled_requests() {
     let mut ids = Vec::new();
     for q in 0..2 {
         let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
-        net.a.resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000).unwrap();
+        net.a
+            .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
+            .unwrap();
         net.a.resolve_route(now, a, 2000).unwrap();
         net.a.connect(now, a, &param(0x11 + q)).unwrap();
         ids.push(a);
     }
     while let Some(m) = net.a.poll_transmit() {
-        let mad = roce_cm::MadIn { src: m.src, dst: m.dst, flow_label: 0, traffic_class: 0, hop_limit: 64, bytes: &m.bytes };
+        let mad = roce_cm::MadIn {
+            src: m.src,
+            dst: m.dst,
+            flow_label: 0,
+            traffic_class: 0,
+            hop_limit: 64,
+            bytes: &m.bytes,
+        };
         net.b.handle_mad(now, &mad);
     }
     assert_eq!(net.b.counters().backlog_drops, 1);

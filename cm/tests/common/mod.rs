@@ -126,7 +126,10 @@ impl Net {
         let nth = *n;
         *n += 1;
         let dropped = self.blackhole == Some(from)
-            || self.drops.get(&(from, attr)).is_some_and(|v| v.contains(&nth));
+            || self
+                .drops
+                .get(&(from, attr))
+                .is_some_and(|v| v.contains(&nth));
         self.log.push(Sent {
             from,
             at: self.now,
@@ -175,7 +178,10 @@ impl Net {
 
     /// The MADs sent with this attribute, in order.
     pub fn sent(&self, from: Side, attr: u16) -> Vec<&Sent> {
-        self.log.iter().filter(|s| s.from == from && s.attr == attr).collect()
+        self.log
+            .iter()
+            .filter(|s| s.from == from && s.attr == attr)
+            .collect()
     }
 
     pub fn take_a(&mut self) -> Vec<Event> {
