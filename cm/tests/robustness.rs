@@ -306,3 +306,87 @@ fn ipv6_connection() {
     let (init, _) = net.a.init_qp_attr(a, roce_emu::QpState::Init).unwrap();
     assert_eq!(init.qp_access_flags, roce_emu::AccessFlags::REMOTE_WRITE);
 }
+
+/// Client and server in one endpoint (one CA GUID, one address): the MADs loop back.
+#[test]
+fn loopback_in_one_endpoint() {
+    let mut ep = Endpoint::new(config("127.0.0.1", A_GUID, 9));
+    let now = Instant::ZERO;
+    let run = |ep: &mut Endpoint| {
+        let mut ev = Vec::new();
+        loop {
+            let mut moved = false;
+            while let Some(m) = ep.poll_transmit() {
+                moved = true;
+                let mi = MadIn {
+                    src: m.src,
+                    dst: m.dst,
+                    flow_label: 0,
+                    traffic_class: 0,
+                    hop_limit: 64,
+                    bytes: &m.bytes,
+                };
+                ep.handle_mad(now, &mi);
+            }
+            while let Some(e) = ep.poll_event() {
+                ev.push(e);
+            }
+            if !moved {
+                return ev;
+            }
+        }
+    };
+    let l = ep.create_id(PortSpace::Tcp, QpKind::Rc);
+    ep.bind(l, sa("127.0.0.1:7174")).unwrap();
+    ep.listen(l, 8).unwrap();
+    let a = ep.create_id(PortSpace::Tcp, QpKind::Rc);
+    ep.resolve_addr(now, a, None, sa("127.0.0.1:7174"), 0)
+        .unwrap();
+    ep.resolve_route(now, a, 0).unwrap();
+    ep.connect(
+        now,
+        a,
+        &ConnParam {
+            qp_num: 17,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let ev = run(&mut ep);
+    assert_eq!(
+        kinds(&ev),
+        [
+            EventKind::AddrResolved,
+            EventKind::RouteResolved,
+            EventKind::ConnectRequest
+        ]
+    );
+    let c = ev[2].id;
+    ep.accept(
+        now,
+        c,
+        &ConnParam {
+            qp_num: 18,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(kinds(&run(&mut ep)), [EventKind::ConnectResponse]);
+    ep.establish(now, a).unwrap();
+    assert_eq!(kinds(&run(&mut ep)), [EventKind::Established]);
+    ep.disconnect(now, c).unwrap();
+    let ev = run(&mut ep);
+    assert_eq!((ev[0].kind, ev[0].id), (EventKind::Disconnected, a));
+    ep.disconnect(now, a).unwrap();
+    let ev = run(&mut ep);
+    assert_eq!((ev[0].kind, ev[0].id), (EventKind::Disconnected, c));
+    ep.handle_timeout(now.add_nanos(2_048_000_000));
+    assert_eq!(
+        kinds(&run(&mut ep)),
+        [EventKind::TimewaitExit, EventKind::TimewaitExit]
+    );
+    assert_eq!(
+        ep.counters().duplicates + ep.counters().stale + ep.counters().unexpected,
+        0
+    );
+}
