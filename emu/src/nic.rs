@@ -64,6 +64,13 @@ pub struct NicConfig {
 }
 
 impl NicConfig {
+    /// The node GUID rxe gives a device on a netdev with this MAC: its EUI-64 (the U/L bit
+    /// flipped, `ff:fe` inserted), read as a big-endian number.
+    pub fn node_guid(&self) -> u64 {
+        let m = self.mac;
+        u64::from_be_bytes([m[0] ^ 0x02, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+    }
+
     /// Defaults for a device at `ip` (MTU 1500 → IB MTU 1024, as rxe on a standard netdev).
     pub fn new(ip: IpAddr) -> NicConfig {
         let o = match ip {

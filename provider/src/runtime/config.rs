@@ -40,6 +40,10 @@ pub struct Config {
     /// PSN-sequence NAK as soon as the gap shows and looks for one between pieces of a long
     /// burst, so a loss costs a fraction of a window without shrinking it (`ROCE_UNACKED_FLOOR`).
     pub min_unacked_psns: u32,
+    /// How many times the connection manager re-sends a REQ, REP, DREQ or SIDR_REQ before it
+    /// gives up (15, as the kernel's `CMA_MAX_CM_RETRIES`; `ROCE_CM_RETRIES`, for tests of the
+    /// failure paths, which otherwise take minutes).
+    pub cm_retries: u8,
     /// Diagnostics only as `tracing` warnings, not on stderr (`ROCE_QUIET=1`).
     pub quiet: bool,
     /// Directory for the statistics file read by `roce stat` (`None`: [`default_stat_dir`]).
@@ -65,6 +69,7 @@ impl Config {
             spin: Duration::from_micros(50),
             progress_thread: true,
             min_unacked_psns: roce_emu::MAX_UNACKED_PSNS,
+            cm_retries: 15,
             quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
             stat_dir: None,
             stat_interval: Duration::from_millis(500),
@@ -155,6 +160,14 @@ impl Config {
                 Ok(n) if (1..=roce_emu::MAX_UNACKED_PSNS).contains(&n) => c.min_unacked_psns = n,
                 _ => warn(format!(
                     "ROCE_UNACKED_FLOOR={s:?}: a number of PSNs, 1 to 128"
+                )),
+            }
+        }
+        if let Some(s) = get("ROCE_CM_RETRIES") {
+            match s.trim().parse::<u8>() {
+                Ok(n) if n <= 15 => c.cm_retries = n,
+                _ => warn(format!(
+                    "ROCE_CM_RETRIES={s:?}: a number of retries, 0 to 15"
                 )),
             }
         }

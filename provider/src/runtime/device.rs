@@ -39,6 +39,15 @@ impl Device {
         if sock_cfg.source_ports == SourcePorts::Fixed {
             ncfg.udp_sport = Some(sock.source_port(0));
         }
+        ncfg.gsi = true;
+        let entropy = ncfg.entropy.unwrap_or_default();
+        let cm = roce_cm::Endpoint::new(roce_cm::Config {
+            node_guid: ncfg.node_guid(),
+            addrs: vec![cfg.ip],
+            path_mtu: roce_emu::Mtu::from_netdev_mtu(ncfg.netdev_mtu).bytes(),
+            seed: u64::from_ne_bytes(entropy[24..32].try_into().unwrap_or_default()),
+            max_cm_retries: cfg.cm_retries,
+        });
         let nic = Nic::new(ncfg);
         let waker = Arc::new(Waker::new()?);
         let stat_path = stat::stat_path(&cfg);
@@ -54,6 +63,8 @@ impl Device {
             pcap_buf: vec![0; MAX_PACKET],
             comp: HashMap::new(),
             async_handler: None,
+            cm,
+            cm_handler: None,
             tx_deferred: false,
             doorbell: Doorbell::default(),
             retries_seen: 0,
@@ -268,6 +279,26 @@ impl Device {
                 e.comp.remove(&cq);
             }
         }
+    }
+
+    /// Runs `f` on the device's connection manager at the current time, then sends the MADs it
+    /// queued and hands its events to the [`CmHandler`]. The lock is held during `f`.
+    pub fn cm<R>(&self, f: impl FnOnce(&mut roce_cm::Endpoint, Instant) -> R) -> R {
+        let mut e = self.shared.lock();
+        let now = self.shared.now();
+        let r = f(&mut e.cm, now);
+        self.shared.finish(&mut e, now, true);
+        r
+    }
+
+    /// Sets (or clears) the handler of connection manager events.
+    pub fn set_cm_handler(&self, h: Option<CmHandler>) {
+        self.shared.lock().cm_handler = h;
+    }
+
+    /// The device's node GUID (EUI-64 of its MAC, as rxe), as a number.
+    pub fn node_guid(&self) -> u64 {
+        self.shared.lock().nic.config().node_guid()
     }
 
     /// Sets (or clears) the handler of asynchronous events (QP errors, CQ overflow, SRQ limit).

@@ -112,6 +112,9 @@ use transmit::AckQueue;
 pub type CompHandler = Arc<dyn Fn() + Send + Sync>;
 /// Called for each asynchronous event of the device.
 pub type AsyncHandler = Arc<dyn Fn(AsyncEvent) + Send + Sync>;
+/// Called for each event of the device's connection manager ([`Device::cm`]), with the engine
+/// lock held: it must only queue the event, never call back into the device.
+pub type CmHandler = Arc<dyn Fn(roce_cm::Event) + Send + Sync>;
 
 /// Largest datagram the engine writes (BTH..ICRC for a 4096-byte MTU plus headers).
 const MAX_PACKET: usize = 4096 + 64;
@@ -278,6 +281,9 @@ struct Engine {
     pcap_buf: Vec<u8>,
     comp: HashMap<Cq, CompHandler>,
     async_handler: Option<AsyncHandler>,
+    /// The host's connection manager (RDMA CM over IB CM MADs on QP1), fed by the NIC's GSI.
+    cm: roce_cm::Endpoint,
+    cm_handler: Option<CmHandler>,
     /// A poll returned completions before transmitting what the engine had queued.
     tx_deferred: bool,
     /// Posts waiting for their transmit (deferred doorbell).

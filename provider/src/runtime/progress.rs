@@ -121,7 +121,7 @@ impl Shared {
         self.dispatch_events(e);
         if inline {
             // A timer armed earlier than the sleeping thread's deadline: wake it to re-plan.
-            if let Some(t) = e.nic.poll_timeout() {
+            if let Some(t) = e.next_timeout() {
                 if t.as_nanos() < self.thread_deadline.load(Relaxed) {
                     self.thread_deadline.store(t.as_nanos(), Relaxed);
                     self.waker.wake();
@@ -135,6 +135,7 @@ impl Shared {
         if e.nic.poll_timeout().is_some_and(|t| t <= now) {
             e.nic.handle_timeout(now);
         }
+        e.run_cm(now);
         self.transmit(e, now)
     }
 
@@ -266,6 +267,12 @@ impl Shared {
                 h(ev);
             }
         }
+        while let Some(ev) = e.cm.poll_event() {
+            tracing::debug!(?ev, "cm event");
+            if let Some(h) = &e.cm_handler {
+                h(ev);
+            }
+        }
     }
 
     pub(super) fn stats(&self) -> Stats {
@@ -277,6 +284,25 @@ impl Shared {
                 if n == "icrc_unverified" {
                     continue;
                 }
+                v.push((n.to_string(), x));
+            }
+            let c = e.cm.counters();
+            for (n, x) in [
+                ("cm_mads_received", c.mads_received),
+                ("cm_mads_sent", c.mads_sent),
+                ("cm_malformed", c.malformed),
+                ("cm_not_cm", c.not_cm),
+                ("cm_unknown_attribute", c.unknown_attribute),
+                ("cm_unknown_comm_id", c.unknown_comm_id),
+                ("cm_no_listener", c.no_listener),
+                ("cm_bad_cma_hdr", c.bad_cma_hdr),
+                ("cm_stale", c.stale),
+                ("cm_duplicates", c.duplicates),
+                ("cm_retransmits", c.retransmits),
+                ("cm_timeouts", c.timeouts),
+                ("cm_backlog_drops", c.backlog_drops),
+                ("cm_unexpected", c.unexpected),
+            ] {
                 v.push((n.to_string(), x));
             }
         }
@@ -477,7 +503,7 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
                 s.timers_and_transmit(&mut e, now);
                 s.dispatch_events(&mut e);
             }
-            e.nic.poll_timeout()
+            e.next_timeout()
         };
         let now = s.now();
         let mut wait_ns =
@@ -526,4 +552,45 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
         s.thread_until.store(u64::MAX, SeqCst);
     }
     s.write_stats();
+}
+
+impl Engine {
+    /// The earliest of the NIC's and the connection manager's timers.
+    pub(super) fn next_timeout(&self) -> Option<Instant> {
+        match (self.nic.poll_timeout(), self.cm.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The connection manager's turn: the MADs QP1 received, its timers, then the MADs it
+    /// sends go to QP1's send queue (transmitted with the rest).
+    pub(super) fn run_cm(&mut self, now: Instant) {
+        while let Some(m) = self.nic.poll_mad() {
+            self.cm.handle_mad(
+                now,
+                &roce_cm::MadIn {
+                    src: m.src_ip,
+                    dst: m.dst_ip,
+                    flow_label: m.flow_label,
+                    traffic_class: m.traffic_class,
+                    hop_limit: m.hop_limit,
+                    bytes: &m.bytes,
+                },
+            );
+        }
+        if self.cm.poll_timeout().is_some_and(|t| t <= now) {
+            self.cm.handle_timeout(now);
+        }
+        while let Some(out) = self.cm.poll_transmit() {
+            let path = roce_emu::gsi::GsiPath {
+                src_ip: out.src,
+                dst_ip: out.dst,
+                traffic_class: 0,
+                hop_limit: 64,
+                flow_label: 0,
+            };
+            self.nic.send_mad(path, roce_wire::mad::GSI_QPN, &out.bytes);
+        }
+    }
 }
