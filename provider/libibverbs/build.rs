@@ -22,10 +22,15 @@ fn main() {
     let manifest = PathBuf::from(env::var("CARGO_MANIFEST_DIR").unwrap());
     let out = PathBuf::from(env::var("OUT_DIR").unwrap());
     let table = manifest.join("abi/symbols-v44.txt");
+    let cm_table = manifest.join("abi/rdmacm-v44.txt");
     println!("cargo:rerun-if-changed={}", table.display());
+    println!("cargo:rerun-if-changed={}", cm_table.display());
     println!("cargo:rerun-if-changed=build.rs");
 
-    let text = fs::read_to_string(&table).expect("abi/symbols-v44.txt");
+    // libibverbs' symbols, then librdmacm's (the same library answers to both names: see
+    // src/ffi/rdmacm/mod.rs).
+    let text = fs::read_to_string(&table).expect("abi/symbols-v44.txt")
+        + &fs::read_to_string(&cm_table).expect("abi/rdmacm-v44.txt");
     let mut nodes: Vec<String> = Vec::new();
     // Data symbols are defined in the assembly itself; everything else is a function.
     const DATA: &[&str] = &["verbs_allow_disassociate_destroy"];
@@ -87,9 +92,12 @@ fn main() {
         "IBVERBS_1.13",
         "IBVERBS_1.14",
     ];
+    let cm_order = ["RDMACM_1.0", "RDMACM_1.1", "RDMACM_1.2", "RDMACM_1.3"];
     for n in &nodes {
         assert!(
-            order.contains(&n.as_str()) || n == "IBVERBS_PRIVATE_34",
+            order.contains(&n.as_str())
+                || cm_order.contains(&n.as_str())
+                || n == "IBVERBS_PRIVATE_34",
             "unknown node {n}"
         );
     }
@@ -104,6 +112,15 @@ fn main() {
         prev = Some(n);
     }
     map.push_str("IBVERBS_PRIVATE_34 { };\n");
+    // librdmacm.map's nodes and chaining (RDMACM_1.1 inherits 1.0, …).
+    let mut prev: Option<&str> = None;
+    for n in cm_order {
+        match prev {
+            None => writeln!(map, "{n} {{ }};").unwrap(),
+            Some(p) => writeln!(map, "{n} {{ }} {p};").unwrap(),
+        }
+        prev = Some(n);
+    }
     let map_path = out.join("libibverbs.map");
     fs::write(&map_path, map).unwrap();
 

@@ -90,11 +90,14 @@ pub fn lib_dir() -> Result<PathBuf, String> {
         }
     }
     if lib.exists() {
-        // Atomic (re)creation of the symlink, as build-so.sh does with `ln -sfn`.
-        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        if std::os::unix::fs::symlink("deps/libroce_ibverbs.so", &tmp).is_ok() {
-            let _ = std::fs::rename(&tmp, &link);
+        // Atomic (re)creation of the symlinks, as build-so.sh does with `ln -sfn`. The same
+        // library is also librdmacm.so.1 (the loader maps the one file once).
+        for name in ["libibverbs.so.1", "librdmacm.so.1"] {
+            let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            if std::os::unix::fs::symlink("deps/libroce_ibverbs.so", &tmp).is_ok() {
+                let _ = std::fs::rename(&tmp, dir.join(name));
+            }
         }
     }
     if link.exists() {

@@ -429,10 +429,8 @@ impl Qp {
         if end {
             self.sq.req = i.wrapping_add(1);
         }
-        if self.qp_type == QpType::Rc {
-            if self.comp.retrans_deadline == NEVER {
-                self.arm_retrans(now);
-            }
+        if self.qp_type == QpType::Rc && self.comp.retrans_deadline == NEVER {
+            self.arm_retrans(now);
         }
         let t = match &ud_path {
             Some(path) => {

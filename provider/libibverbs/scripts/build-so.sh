@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Builds the drop-in library and makes target/<profile>/libibverbs.so.1 (a symlink to the cdylib
-# cargo writes, deps/libroce_ibverbs.so). Prints the directory to put in LD_LIBRARY_PATH.
+# Builds the drop-in library and makes target/<profile>/libibverbs.so.1 and librdmacm.so.1
+# (symlinks to the cdylib cargo writes, deps/libroce_ibverbs.so: one library answers to both). Prints the directory to put in LD_LIBRARY_PATH.
 #
 #   provider/libibverbs/scripts/build-so.sh [--release]
 #   LD_LIBRARY_PATH=$(provider/libibverbs/scripts/build-so.sh --release) ibv_devinfo -v
@@ -12,4 +12,5 @@ if [ "${1:-}" = "--release" ]; then profile=release; args+=(--release); fi
 cargo build -q -p roce-ibverbs "${args[@]}" >&2
 dir="${CARGO_TARGET_DIR:-$(pwd)/target}/$profile"
 ln -sfn deps/libroce_ibverbs.so "$dir/libibverbs.so.1"
+ln -sfn deps/libroce_ibverbs.so "$dir/librdmacm.so.1"
 echo "$dir"

@@ -104,6 +104,35 @@ fn open_shared(cfg: &DeviceConfig) -> Result<(Arc<Device>, Arc<Listeners>), Errn
     }
 }
 
+/// The runtime device of `cfg`'s address, shared with every context on it (for RDMA CM).
+pub fn runtime_device(cfg: &DeviceConfig) -> Result<Arc<Device>, Errno> {
+    open_shared(cfg).map(|(d, _)| d)
+}
+
+/// Writes `a` into the C struct (`ibv_query_qp`, `rdma_init_qp_attr`).
+pub fn qp_attr_to_c(a: &emu::QpAttr, attr: &mut ibv_qp_attr) {
+    attr.qp_state = a.qp_state as u32;
+    attr.cur_qp_state = a.cur_qp_state as u32;
+    attr.path_mtu = a.path_mtu as u32;
+    attr.qkey = a.qkey;
+    attr.rq_psn = a.rq_psn;
+    attr.sq_psn = a.sq_psn;
+    attr.dest_qp_num = a.dest_qp_num;
+    attr.qp_access_flags = a.qp_access_flags.bits();
+    attr.cap = cap_from_emu(&a.cap);
+    attr.ah_attr = ah_from_emu(&a.ah_attr);
+    attr.pkey_index = a.pkey_index;
+    attr.en_sqd_async_notify = a.en_sqd_async_notify as u8;
+    attr.sq_draining = a.sq_draining as u8;
+    attr.max_rd_atomic = a.max_rd_atomic;
+    attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+    attr.min_rnr_timer = a.min_rnr_timer;
+    attr.port_num = a.port_num;
+    attr.timeout = a.timeout;
+    attr.retry_cnt = a.retry_cnt;
+    attr.rnr_retry = a.rnr_retry;
+}
+
 #[derive(Default)]
 struct Cookies {
     qps: HashMap<u32, u64>,
@@ -496,26 +525,7 @@ impl DeviceContext for EngineContext {
             .dev()?
             .with_nic(|n| n.query_qp(qp.0 as u32))
             .map_err(err)?;
-        attr.qp_state = a.qp_state as u32;
-        attr.cur_qp_state = a.cur_qp_state as u32;
-        attr.path_mtu = a.path_mtu as u32;
-        attr.qkey = a.qkey;
-        attr.rq_psn = a.rq_psn;
-        attr.sq_psn = a.sq_psn;
-        attr.dest_qp_num = a.dest_qp_num;
-        attr.qp_access_flags = a.qp_access_flags.bits();
-        attr.cap = cap_from_emu(&a.cap);
-        attr.ah_attr = ah_from_emu(&a.ah_attr);
-        attr.pkey_index = a.pkey_index;
-        attr.en_sqd_async_notify = a.en_sqd_async_notify as u8;
-        attr.sq_draining = a.sq_draining as u8;
-        attr.max_rd_atomic = a.max_rd_atomic;
-        attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
-        attr.min_rnr_timer = a.min_rnr_timer;
-        attr.port_num = a.port_num;
-        attr.timeout = a.timeout;
-        attr.retry_cnt = a.retry_cnt;
-        attr.rnr_retry = a.rnr_retry;
+        qp_attr_to_c(&a, attr);
         Ok(attr.cap)
     }
 

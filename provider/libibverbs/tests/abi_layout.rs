@@ -3,7 +3,9 @@
 //! compiler's own answer is the ABI. (The rdma-sys/bindgen comparison is `tests/abi/` at the
 //! workspace root, driven by `abi_rdma_sys.rs`.)
 //!
-//! Prerequisites: a C compiler (`cc`) and `libibverbs-dev` (the header). Missing → FAIL under
+//! The same for librdmacm's structs and constants against `<rdma/rdma_cma.h>`.
+//!
+//! Prerequisites: a C compiler (`cc`), `libibverbs-dev` and `librdmacm-dev` (the headers). Missing → FAIL under
 //! `CI=true`, else a loud SKIP.
 
 mod common;
@@ -168,6 +170,33 @@ fn items() -> Vec<Item> {
     // Members of anonymous structs and unions, by their C designators.
     let sw = |f: usize| offset_of!(ibv_send_wr, wr) + f;
     let ext = |f: usize| offset_of!(ibv_send_wr, ext) + f;
+    // <rdma/rdma_cma.h> (librdmacm-dev) and <infiniband/sa.h>
+    layout!(v;
+        rdma_event_channel { fd }
+        rdma_ib_addr { sgid, dgid, pkey }
+        rdma_addr { src_addr, dst_addr, ibaddr as "addr.ibaddr" }
+        rdma_route { addr, path_rec, num_paths }
+        ibv_sa_path_rec {
+            dgid, sgid, dlid, slid, raw_traffic, flow_label, hop_limit, traffic_class,
+            reversible, numb_path, pkey, sl, mtu_selector, mtu, rate_selector, rate,
+            packet_life_time_selector, packet_life_time, preference,
+        }
+        rdma_cm_id {
+            verbs, channel, context, qp, route, ps, port_num, event, send_cq_channel, send_cq,
+            recv_cq_channel, recv_cq, srq, pd, qp_type,
+        }
+        rdma_conn_param {
+            private_data, private_data_len, responder_resources, initiator_depth,
+            flow_control, retry_count, rnr_retry_count, srq, qp_num,
+        }
+        rdma_ud_param { private_data, private_data_len, ah_attr, qp_num, qkey }
+        rdma_cm_event { id, listen_id, event, status, param }
+        rdma_addrinfo {
+            ai_flags, ai_family, ai_qp_type, ai_port_space, ai_src_len, ai_dst_len,
+            ai_src_addr, ai_dst_addr, ai_src_canonname, ai_dst_canonname, ai_route_len,
+            ai_route, ai_connect_len, ai_connect, ai_next,
+        }
+    );
     let more: &[(&str, usize)] = &[
         (
             "offsetof(struct ibv_send_wr, invalidate_rkey)",
@@ -298,6 +327,30 @@ fn constants() -> Vec<Item> {
         ("IBV_QP_STATE", IBV_QP_STATE as i64),
         ("IBV_QP_DEST_QPN", IBV_QP_DEST_QPN as i64),
         ("IBV_QP_RATE_LIMIT", IBV_QP_RATE_LIMIT as i64),
+        ("RDMA_PS_IPOIB", RDMA_PS_IPOIB as i64),
+        ("RDMA_PS_IB", RDMA_PS_IB as i64),
+        ("RDMA_PS_TCP", RDMA_PS_TCP as i64),
+        ("RDMA_PS_UDP", RDMA_PS_UDP as i64),
+        ("RDMA_MAX_RESP_RES", RDMA_MAX_RESP_RES as i64),
+        ("RDMA_MAX_INIT_DEPTH", RDMA_MAX_INIT_DEPTH as i64),
+        ("RDMA_UDP_QKEY", RDMA_UDP_QKEY as i64),
+        ("RAI_PASSIVE", RAI_PASSIVE as i64),
+        ("RAI_NUMERICHOST", RAI_NUMERICHOST as i64),
+        ("RAI_NOROUTE", RAI_NOROUTE as i64),
+        ("RAI_FAMILY", RAI_FAMILY as i64),
+        ("RDMA_OPTION_ID", RDMA_OPTION_ID as i64),
+        ("RDMA_OPTION_IB", RDMA_OPTION_IB as i64),
+        ("RDMA_OPTION_ID_TOS", RDMA_OPTION_ID_TOS as i64),
+        ("RDMA_OPTION_ID_REUSEADDR", RDMA_OPTION_ID_REUSEADDR as i64),
+        ("RDMA_OPTION_ID_AFONLY", RDMA_OPTION_ID_AFONLY as i64),
+        (
+            "RDMA_OPTION_ID_ACK_TIMEOUT",
+            RDMA_OPTION_ID_ACK_TIMEOUT as i64,
+        ),
+        ("RDMA_OPTION_IB_PATH", RDMA_OPTION_IB_PATH as i64),
+        ("RDMA_CM_EVENT_CONNECT_REQUEST", 4),
+        ("RDMA_CM_EVENT_ESTABLISHED", 9),
+        ("RDMA_CM_EVENT_TIMEWAIT_EXIT", 15),
         ("IBV_WR_SEND", IBV_WR_SEND as i64),
         ("IBV_WR_RDMA_READ", IBV_WR_RDMA_READ as i64),
         (
@@ -384,6 +437,9 @@ fn mirrors_match_the_installed_verbs_h() {
     ) || !prerequisite(
         header.exists(),
         "infiniband/verbs.h (apt-get install libibverbs-dev)",
+    ) || !prerequisite(
+        Path::new("/usr/include/rdma/rdma_cma.h").exists(),
+        "rdma/rdma_cma.h (apt-get install librdmacm-dev)",
     ) {
         return;
     }
@@ -393,7 +449,8 @@ fn mirrors_match_the_installed_verbs_h() {
     let dir = std::env::temp_dir().join(format!("roce-ibverbs-abi-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mut src = String::from(
-        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\nint main(void) {\n",
+        "#include <stddef.h>\n#include <stdio.h>\n#include <infiniband/verbs.h>\n\
+         #include <rdma/rdma_cma.h>\nint main(void) {\n",
     );
     for it in &all {
         src.push_str(&format!(
@@ -434,7 +491,7 @@ fn mirrors_match_the_installed_verbs_h() {
         bad.join("\n")
     );
     println!(
-        "{n_layout} sizes/alignments/offsets and {} constants equal the installed verbs.h",
+        "{n_layout} sizes/alignments/offsets and {} constants equal the installed verbs.h and rdma_cma.h",
         all.len() - n_layout
     );
 }

@@ -14,6 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 const REAL_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
+const REAL_RDMACM: &str = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
 
 const UTILS: &[&str] = &[
     "ibv_devices",
@@ -33,6 +34,8 @@ const PERFTEST: &[&str] = &[
     "ib_send_lat",
     "ib_atomic_lat",
 ];
+/// rdmacm-utils: RDMA CM programs, which load our library as librdmacm.so.1 too.
+const RDMACM_UTILS: &[&str] = &["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client"];
 /// Libraries the binaries above pull in that import from libibverbs.
 const DEP_LIBS: &[&str] = &[
     "/lib/x86_64-linux-gnu/libmlx5.so.1",
@@ -63,7 +66,10 @@ fn our_exports() -> BTreeSet<(String, String)> {
 }
 
 fn symbol_table() -> BTreeSet<(String, String)> {
-    let text = include_str!("../abi/symbols-v44.txt");
+    let text = concat!(
+        include_str!("../abi/symbols-v44.txt"),
+        include_str!("../abi/rdmacm-v44.txt")
+    );
     text.lines()
         .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
         .map(|l| {
@@ -107,6 +113,10 @@ fn soname_and_exports_are_exactly_the_v44_table() {
         "IBVERBS_1.13",
         "IBVERBS_1.14",
         "IBVERBS_PRIVATE_34",
+        "RDMACM_1.0",
+        "RDMACM_1.1",
+        "RDMACM_1.2",
+        "RDMACM_1.3",
     ] {
         assert!(
             p.lines()
@@ -118,7 +128,7 @@ fn soname_and_exports_are_exactly_the_v44_table() {
     assert_eq!(
         ours,
         symbol_table(),
-        "exports differ from abi/symbols-v44.txt"
+        "exports differ from abi/symbols-v44.txt + abi/rdmacm-v44.txt"
     );
     // Nothing else leaks out (no unversioned `Base` exports of Rust internals).
     let base: Vec<_> = dynsyms(&lib)
@@ -150,12 +160,38 @@ fn exports_cover_the_installed_libibverbs() {
         missing.is_empty(),
         "default-version exports of rdma-core's library we lack: {missing:?}"
     );
-    // The one addition is documented in abi/symbols-v44.txt.
-    let extra: Vec<_> = ours.difference(&real).collect();
+    // The one addition is documented in abi/symbols-v44.txt (librdmacm's are checked below).
+    let extra: Vec<_> = ours
+        .difference(&real)
+        .filter(|(v, _)| !v.starts_with("RDMACM_"))
+        .collect();
     assert_eq!(
         extra,
         [&("IBVERBS_1.1".to_string(), "ibv_register_driver".to_string())]
     );
+}
+
+#[test]
+fn exports_are_exactly_the_installed_librdmacm() {
+    if !have_objdump()
+        || !prerequisite(
+            Path::new(REAL_RDMACM).exists(),
+            "librdmacm1 (rdma-core's library, for comparison)",
+        )
+    {
+        return;
+    }
+    let ours: BTreeSet<_> = our_exports()
+        .into_iter()
+        .filter(|(v, _)| v.starts_with("RDMACM_"))
+        .collect();
+    let real: BTreeSet<(String, String)> = dynsyms(Path::new(REAL_RDMACM))
+        .into_iter()
+        .filter(|(v, n, d)| *d && v != n && !v.starts_with('('))
+        .map(|(v, n, _)| (v, n))
+        .collect();
+    assert_eq!(ours, real, "librdmacm.so.1's exports, node for node");
+    assert_eq!(ours.len(), 68);
 }
 
 #[test]
@@ -170,6 +206,10 @@ fn every_import_of_the_target_binaries_and_their_libraries_resolves() {
         return;
     };
     files.extend(pt);
+    let Some(cm) = binaries(RDMACM_UTILS, "rdmacm-utils") else {
+        return;
+    };
+    files.extend(cm);
     let libs: Vec<PathBuf> = DEP_LIBS.iter().map(PathBuf::from).collect();
     if !prerequisite(
         libs.iter().all(|l| l.exists()),
@@ -182,7 +222,7 @@ fn every_import_of_the_target_binaries_and_their_libraries_resolves() {
     let mut total = BTreeSet::new();
     for f in &files {
         for (v, n, defined) in dynsyms(f) {
-            if defined || !v.contains("IBVERBS") {
+            if defined || !(v.contains("IBVERBS") || v.contains("RDMACM")) {
                 continue;
             }
             let v = v.trim_matches(|c| c == '(' || c == ')').to_string();
@@ -360,14 +400,15 @@ fn binaries_bind_to_our_library_not_rdma_cores() {
     };
     let ours = std::fs::canonicalize(our_lib()).unwrap();
     for bin in &b {
-        // ldd resolves libibverbs.so.1 in our directory…
+        // ldd resolves libibverbs.so.1 in our directory (for perftest, which also needs
+        // librdmacm.so.1, the one library loaded under that name, which is ours too)…
         let mut c = Command::new("ldd");
         c.arg(bin).env("LD_LIBRARY_PATH", lib_dir());
         let out = run(c, Duration::from_secs(20));
         let line = out
             .stdout
             .lines()
-            .find(|l| l.contains("libibverbs.so.1"))
+            .find(|l| l.contains("libibverbs.so.1") || l.contains("librdmacm.so.1"))
             .unwrap_or_default()
             .to_string();
         let target = line

@@ -51,7 +51,6 @@ opaque!(
     ibv_values_ex,
     ibv_qp_open_attr,
     ibv_xrcd_init_attr,
-    ibv_sa_path_rec,
     ib_user_path_rec,
     ib_uverbs_qp_attr,
     ib_uverbs_ah_attr,

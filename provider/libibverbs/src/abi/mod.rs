@@ -43,6 +43,7 @@ pub mod consts;
 pub mod context;
 pub mod layout;
 pub mod objects;
+pub mod rdmacm;
 pub mod wr;
 
 pub use attr::*;
@@ -50,4 +51,5 @@ pub use consts::*;
 pub use context::*;
 pub use layout::*;
 pub use objects::*;
+pub use rdmacm::*;
 pub use wr::*;

@@ -262,6 +262,8 @@ pub struct ibv_qp_init_attr_ex {
 
 /// `enum ibv_qp_init_attr_mask`
 pub const IBV_QP_INIT_ATTR_PD: u32 = 1 << 0;
+/// `enum ibv_srq_init_attr_mask`: IBV_SRQ_INIT_ATTR_PD.
+pub const IBV_SRQ_INIT_ATTR_PD: u32 = 1 << 1;
 pub const IBV_QP_INIT_ATTR_CREATE_FLAGS: u32 = 1 << 2;
 pub const IBV_QP_INIT_ATTR_SEND_OPS_FLAGS: u32 = 1 << 6;
 

@@ -20,6 +20,7 @@ pub mod memory;
 pub mod misc;
 pub mod objects;
 pub mod query;
+pub mod rdmacm;
 pub mod stubs;
 pub mod wr;
 
@@ -34,6 +35,7 @@ pub mod exports {
     pub use super::misc::*;
     pub use super::objects::*;
     pub use super::query::*;
+    pub use super::rdmacm::*;
     pub use super::stubs::*;
 }
 

@@ -30,7 +30,7 @@ pub fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-/// The directory holding `libibverbs.so.1`, a symlink to `deps/libroce_ibverbs.so` that this
+/// The directory holding `libibverbs.so.1` and `librdmacm.so.1`, symlinks to `deps/libroce_ibverbs.so` that this
 /// makes (idempotently, atomically). `cargo test` (re)builds the cdylib into `deps/` before
 /// running integration tests — because the crate is also an `rlib`, which integration tests
 /// depend on; a cdylib-only crate is not built by `cargo test` at all — but only `cargo build`
@@ -43,13 +43,16 @@ pub fn lib_dir() -> PathBuf {
         "{} missing: cargo should have built the cdylib",
         so.display()
     );
-    let link = dir.join("libibverbs.so.1");
     let want = Path::new("deps/libroce_ibverbs.so");
-    if !std::fs::read_link(&link).is_ok_and(|t| t == want) {
-        let tmp = dir.join(format!(".libibverbs.so.1.{}", std::process::id()));
-        let _ = std::fs::remove_file(&tmp);
-        std::os::unix::fs::symlink(want, &tmp).expect("symlink");
-        std::fs::rename(&tmp, &link).expect("rename symlink");
+    // the same library is librdmacm.so.1 (src/ffi/rdmacm/mod.rs)
+    for name in ["libibverbs.so.1", "librdmacm.so.1"] {
+        let link = dir.join(name);
+        if !std::fs::read_link(&link).is_ok_and(|t| t == want) {
+            let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+            let _ = std::fs::remove_file(&tmp);
+            std::os::unix::fs::symlink(want, &tmp).expect("symlink");
+            std::fs::rename(&tmp, &link).expect("rename symlink");
+        }
     }
     dir
 }

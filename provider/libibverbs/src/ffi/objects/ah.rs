@@ -86,20 +86,47 @@ pub unsafe extern "C" fn ibv_init_ah_from_wc(
         }
         // SAFETY: non-NULL program struct.
         let g = unsafe { grh.read() };
+        // SAFETY: the same 40 bytes, as bytes.
+        let raw: [u8; 40] = unsafe { core::ptr::read(grh as *const [u8; 40]) };
+        // RoCEv2 over IPv4 puts the IPv4 header in the last 20 bytes of the GRH area (the
+        // first 20 are zero), as rdma-core's ibv_init_ah_from_wc reads it: addresses as
+        // IPv4-mapped GIDs, the TOS as traffic class, no flow label.
+        let flow = u32::from_be(g.version_tclass_flow);
+        let (sgid, dgid, flow_label, tclass) = if flow >> 28 != 6 {
+            let ip4 = &raw[20..40];
+            if ip4[0] >> 4 != 4 {
+                set_errno(libc::EPROTONOSUPPORT);
+                return -1;
+            }
+            let mapped = |a: &[u8]| {
+                let mut gid = [0u8; 16];
+                gid[10] = 0xff;
+                gid[11] = 0xff;
+                gid[12..].copy_from_slice(a);
+                gid
+            };
+            (mapped(&ip4[12..16]), mapped(&ip4[16..20]), 0, ip4[1])
+        } else {
+            (
+                g.sgid.raw,
+                g.dgid.raw,
+                flow & 0xfffff,
+                ((flow >> 20) & 0xff) as u8,
+            )
+        };
         // Our sgid index: the entry equal to the packet's destination GID.
         let gids = ctx.inner.cfg.gids();
-        let Some(sgid_index) = gids.iter().position(|x| *x == g.dgid.raw) else {
+        let Some(sgid_index) = gids.iter().position(|x| *x == dgid) else {
             set_errno(libc::ENOENT);
             return -1;
         };
-        let flow = u32::from_be(g.version_tclass_flow);
         let a = ibv_ah_attr {
             grh: ibv_global_route {
-                dgid: g.sgid,
-                flow_label: flow & 0xfffff,
+                dgid: ibv_gid { raw: sgid },
+                flow_label,
                 sgid_index: sgid_index as u8,
                 hop_limit: 0xff,
-                traffic_class: ((flow >> 20) & 0xff) as u8,
+                traffic_class: tclass,
             },
             dlid: w.slid,
             sl: w.sl,
