@@ -53,7 +53,12 @@ struct ReadRun {
 /// One `len`-byte RDMA READ from B to A over a path whose responses take `response_ns` to
 /// cross (bandwidth-limited), dropping the response packets at the given indexes (first
 /// transmission only). Runs up to `limit_ms` of virtual time.
-fn read_with_lost_responses(len: usize, response_ns: u64, lose: &[usize], limit_ms: u64) -> ReadRun {
+fn read_with_lost_responses(
+    len: usize,
+    response_ns: u64,
+    lose: &[usize],
+    limit_ms: u64,
+) -> ReadRun {
     let mut p = Pair::new(23, LinkConfig::default(), Opts::default());
     let (ia, ib) = (p.a.idx, p.b.idx);
     let bytes_per_s = (len as u128 * 1_000_000_000 / response_ns as u128) as u64;
@@ -112,8 +117,14 @@ fn read_with_lost_responses(len: usize, response_ns: u64, lose: &[usize], limit_
     let cap = p.net.take_capture();
     ReadRun {
         done_after_ns,
-        read_requests: cap.iter().filter(|c| c.from == 0 && is_read_request(c)).count(),
-        response_packets: cap.iter().filter(|c| c.from == 1 && is_read_response(c)).count(),
+        read_requests: cap
+            .iter()
+            .filter(|c| c.from == 0 && is_read_request(c))
+            .count(),
+        response_packets: cap
+            .iter()
+            .filter(|c| c.from == 1 && is_read_response(c))
+            .count(),
         retry_timeouts: p.nic_a().counters().retry_timeouts,
     }
 }
@@ -129,7 +140,10 @@ fn a_4_mib_read_losing_one_response_packet_is_re_requested_once() {
     let pkts = 4 * MIB / 1024;
     let r = read_with_lost_responses(4 * MIB, 250_000_000, &[100], 5_000);
     let done = r.done_after_ns.expect("the READ completes");
-    assert_eq!(r.read_requests, 2, "the READ and one re-read from the lost PSN");
+    assert_eq!(
+        r.read_requests, 2,
+        "the READ and one re-read from the lost PSN"
+    );
     assert_eq!(r.retry_timeouts, 1);
     assert_eq!(
         r.response_packets,

@@ -304,18 +304,16 @@ fn roce_bench_server_and_client() {
 #[test]
 fn a_ud_send_to_the_unspecified_address_is_not_sent_and_is_counted() {
     let a = side("127.31.10.1");
-    let qp = a
-        .pd
-        .create_qp(&a.cq, &a.cq, QpType::Ud)
-        .build()
-        .unwrap()
-        .activate()
-        .unwrap();
+    let qp =
+        a.pd.create_qp(&a.cq, &a.cq, QpType::Ud)
+            .build()
+            .unwrap()
+            .activate()
+            .unwrap();
     let mut dgid = [0u8; 16];
     dgid[10..12].copy_from_slice(&[0xff, 0xff]);
-    let ah = a
-        .pd
-        .create_ah_with(roce_emu::AhAttr {
+    let ah =
+        a.pd.create_ah_with(roce_emu::AhAttr {
             dgid,
             ..roce_emu::AhAttr::to_ip(ip("127.31.10.1"))
         })

@@ -29,8 +29,8 @@ mod runs;
 mod scale;
 
 use loops::*;
-use lossy::*;
 pub use lossy::LOSS_MSG;
+use lossy::*;
 pub use passive::*;
 pub use runs::*;
 use scale::*;

@@ -478,7 +478,17 @@ impl Report {
                 l.qp_timeout,
                 4.096e-3 * f64::from(1u32 << l.qp_timeout)
             )?;
-            writeln!(out, " {:<8} {:>14} {:>14} {:>7} {:>12} {:>12} {:>9}", "op", "lossless Gb/s", "lossy Gb/s", "ratio", "retx clean", "retx lossy", "timeouts")?;
+            writeln!(
+                out,
+                " {:<8} {:>14} {:>14} {:>7} {:>12} {:>12} {:>9}",
+                "op",
+                "lossless Gb/s",
+                "lossy Gb/s",
+                "ratio",
+                "retx clean",
+                "retx lossy",
+                "timeouts"
+            )?;
             for l in &self.loss {
                 writeln!(
                     out,
