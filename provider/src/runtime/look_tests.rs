@@ -224,9 +224,8 @@ fn a_bandwidth_loop_that_posts_long_bursts_keeps_its_thread_asleep() {
     // (hundreds of looks) when the program's last poll had returned completions, as a
     // bandwidth loop's often has. So the looks are judged in the first 300 ms round without a
     // takeover (up to 6 rounds). A program taken for stopped between two lists (a takeover
-    // each time, hundreds per round) has no such round. (A fresh-clone run, 2026-12-02: one
-    // takeover in the then only round, 188 looks for a bound of 188; with two busy loops on
-    // the 2 CPUs a round can see 14.)
+    // each time, hundreds per round) has no such round. (Why one round was not enough:
+    // docs/journal.md, 2026-12-02.)
     let mut rounds = Vec::new();
     for _ in 0..6 {
         let (sleeps, takeovers, thread) = (
