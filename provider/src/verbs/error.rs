@@ -150,6 +150,28 @@ pub enum Error {
     /// The CQ has no completion channel (`set_comp_channel` in its builder).
     #[error("the completion queue has no completion channel")]
     NoCompChannel,
+    /// An RDMA CM call failed (`verbs::cm`): the errno the CM gave.
+    #[error("RDMA CM {op} failed: {}", std::io::Error::from_raw_os_error(*.errno))]
+    Cm {
+        /// The call.
+        op: &'static str,
+        /// Positive errno.
+        errno: i32,
+    },
+    /// The peer refused the connection, or could not be reached (`verbs::cm`).
+    #[error("RDMA CM connection refused: {event:?} (status {status}), peer's private data {private_data:?}")]
+    CmRefused {
+        /// `Rejected` (status = IB CM REJ reason, 8 = nobody listens on that port, 28 = the
+        /// peer's program rejected), `Unreachable` (status -110: no answer), `ConnectError`.
+        event: roce_cm::EventKind,
+        /// The event's status.
+        status: i32,
+        /// What the peer sent with its reject.
+        private_data: Vec<u8>,
+    },
+    /// RDMA CM needs a device on real UDP sockets (`Device::open`), not a simulated one.
+    #[error("RDMA CM needs a device on UDP (Device::open), not a simulated network")]
+    CmNeedsUdp,
 }
 
 /// Result of a verb.

@@ -36,6 +36,7 @@
 //! assert_eq!(&dst.to_vec()[..11], b"hello, rdma");
 //! # Ok::<(), roce_provider::verbs::Error>(())
 //! ```
+pub mod cm;
 mod cq;
 mod device;
 pub(crate) mod engine;

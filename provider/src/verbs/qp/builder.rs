@@ -336,4 +336,10 @@ impl PreparedQueuePair {
     pub fn into_inner(self) -> QueuePair {
         self.qp
     }
+
+    /// RDMA READs and atomics this QP accepts and issues in flight (`max_dest_rd_atomic`,
+    /// `max_rd_atomic`), for the CM's responder resources and initiator depth.
+    pub(crate) fn rd_atomic(&self) -> (u8, u8) {
+        (self.max_dest_rd_atomic, self.max_rd_atomic)
+    }
 }
