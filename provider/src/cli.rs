@@ -38,6 +38,10 @@ pub struct RunArgs {
     /// Directory holding libibverbs.so.1 (default: $ROCE_LIB_DIR, else next to this `roce` binary, built if needed).
     #[arg(long)]
     pub lib_dir: Option<PathBuf>,
+    /// Do not show the device in /dev/infiniband and /sys/class/infiniband to the program (by
+    /// default it runs in a private mount namespace where both list it; `ROCE_VIEW=0`).
+    #[arg(long)]
+    pub no_view: bool,
     /// The program and its arguments.
     #[arg(required = true, trailing_var_arg = true, allow_hyphen_values = true)]
     pub cmd: Vec<OsString>,
@@ -158,6 +162,38 @@ pub fn run(a: &RunArgs) -> u8 {
     }
     if let Some(n) = &a.name {
         c.env("ROCE_DEV_NAME", n);
+    }
+    let view_off = a.no_view || std::env::var_os("ROCE_VIEW").is_some_and(|v| v == "0");
+    if !view_off {
+        let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
+        let view = crate::ns::View {
+            name: a
+                .name
+                .clone()
+                .or_else(|| env("ROCE_DEV_NAME"))
+                .unwrap_or_else(|| "rxe0".into()),
+            ip: a
+                .ip
+                .clone()
+                .or_else(|| env("ROCE_IP"))
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])),
+            mtu: a
+                .mtu
+                .or_else(|| env("ROCE_MTU").and_then(|s| s.parse().ok()))
+                .unwrap_or(1024),
+        };
+        match crate::ns::enter(&view) {
+            Ok(uverbs) => {
+                c.env("ROCE_UVERBS", uverbs);
+            }
+            Err(e) => eprintln!(
+                "roce: {} is not shown in /dev/infiniband and /sys/class/infiniband to this \
+                 program ({e}); tools that look there (UCX, ibstat) will not see it. \
+                 --no-view silences this",
+                view.name
+            ),
+        }
     }
     use std::os::unix::process::CommandExt;
     let e = c.exec();

@@ -5,6 +5,7 @@ pub mod bench;
 pub mod cli;
 pub mod decode;
 pub mod entropy;
+pub mod ns;
 pub mod perfbench;
 pub mod runtime;
 pub mod verbs;

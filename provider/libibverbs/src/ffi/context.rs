@@ -67,8 +67,16 @@ pub fn device() -> *mut ibv_device {
             ibdev_path: [0; IBV_SYSFS_PATH_MAX],
         });
         copy_cstr(&mut dev.name, &cfg.name);
-        copy_cstr(&mut dev.dev_name, "uverbs0");
-        copy_cstr(&mut dev.dev_path, "/sys/class/infiniband_verbs/uverbs0");
+        // `roce run` shows the device as /dev/infiniband/<ROCE_UVERBS> (provider/src/ns.rs)
+        let uverbs = std::env::var("ROCE_UVERBS")
+            .ok()
+            .filter(|u| u.starts_with("uverbs") && u.len() < 16 && !u.contains('/'))
+            .unwrap_or_else(|| "uverbs0".into());
+        copy_cstr(&mut dev.dev_name, &uverbs);
+        copy_cstr(
+            &mut dev.dev_path,
+            &format!("/sys/class/infiniband_verbs/{uverbs}"),
+        );
         copy_cstr(&mut dev.ibdev_path, &ibdev_path(cfg));
         Box::into_raw(dev) as usize
     }) as *mut ibv_device

@@ -1,0 +1,139 @@
+//! `roce run`'s device view (issue 20 item 2): inside it the program finds the emulated NIC
+//! where system RDMA tools look — `/dev/infiniband/uverbs0`, `/sys/class/infiniband/rxe0` —
+//! and unmodified Debian tools use it: `ibstat`, `ibstatus`, `ucx_info -d`, and `ucx_perftest`
+//! over UCX's `rc_verbs` and `ud_verbs` between two NICs. Outside, the host is unchanged.
+//!
+//! Prerequisites: `infiniband-diags` and `ucx-utils` (FAIL under `CI=true`, else a SKIP).
+mod common;
+use common::*;
+use std::time::Duration;
+
+fn run(ip: &str, cmd: &[&str], env: &[(&str, &str)]) -> Out {
+    let cmd: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+    spawn(&["--ip".into(), ip.into()], &cmd, env).wait(Duration::from_secs(60))
+}
+
+#[test]
+fn the_device_node_and_sysfs_tree_exist_only_for_the_program() {
+    let had_ib = std::path::Path::new("/dev/infiniband").exists();
+    let o = run(
+        "127.0.21.1",
+        &[
+            "sh",
+            "-c",
+            "test -c /dev/infiniband/uverbs0 && test -r /dev/infiniband/uverbs0 && \
+             test -w /dev/infiniband/uverbs0 && cat /sys/class/infiniband/rxe0/node_type \
+             /sys/class/infiniband/rxe0/ports/1/state /sys/class/infiniband/rxe0/ports/1/gids/1 \
+             /sys/class/infiniband/rxe0/ports/1/gid_attrs/types/1 \
+             /sys/class/infiniband_verbs/uverbs0/ibdev && ls /sys/class/infiniband/rxe0/device/net \
+             && test -e /dev/null && test -d /dev/pts && test -d /sys/class/net/lo",
+        ],
+        &[],
+    );
+    assert_eq!(o.code, Some(0), "{}", o.all());
+    let lines: Vec<&str> = o.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "1: CA",
+            "4: ACTIVE",
+            "0000:0000:0000:0000:0000:ffff:7f00:1501",
+            "RoCE v2",
+            "rxe0",
+            "lo"
+        ],
+        "{}",
+        o.all()
+    );
+    // the host's /dev is untouched
+    assert_eq!(std::path::Path::new("/dev/infiniband").exists(), had_ib);
+    let off = run(
+        "127.0.21.1",
+        &["sh", "-c", "test -e /sys/class/infiniband/rxe0"],
+        &[("ROCE_VIEW", "0")],
+    );
+    assert_ne!(off.code, Some(0), "ROCE_VIEW=0 shows no tree");
+}
+
+#[test]
+fn ibstat_and_ibstatus_list_the_port() {
+    if !have_tools(&["ibstat", "ibstatus"], "infiniband-diags") {
+        return;
+    }
+    let o = run("127.0.21.2", &["ibstat"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.all());
+    for want in [
+        "CA 'rxe0'",
+        "State: Active",
+        "Physical state: LinkUp",
+        "Link layer: Ethernet",
+    ] {
+        assert!(o.stdout.contains(want), "{want}: {}", o.all());
+    }
+    let o = run("127.0.21.2", &["ibstatus"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.all());
+    assert!(
+        o.stdout.contains("Infiniband device 'rxe0' port 1 status"),
+        "{}",
+        o.all()
+    );
+    assert!(o.stdout.contains("4: ACTIVE"), "{}", o.all());
+}
+
+#[test]
+fn ucx_finds_rxe0_and_runs_tag_lat_over_rc_verbs_and_ud_verbs() {
+    let _g = serial();
+    if !have_tools(&["ucx_info", "ucx_perftest"], "ucx-utils") {
+        return;
+    }
+    let o = run("127.0.21.3", &["ucx_info", "-d"], &[]);
+    assert_eq!(o.code, Some(0), "{}", o.all());
+    for want in [
+        "Memory domain: rxe0",
+        "Transport: rc_verbs",
+        "Transport: ud_verbs",
+        "Device: rxe0:1",
+    ] {
+        assert!(o.stdout.contains(want), "{want}:\n{}", o.stdout);
+    }
+    for tls in ["rc_verbs,ud_verbs,self", "ud_verbs,self"] {
+        let env = [("UCX_NET_DEVICES", "rxe0:1"), ("UCX_TLS", tls)];
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port().to_string()
+        };
+        let server = spawn(
+            &["--ip".into(), "127.0.21.4".into()],
+            &["ucx_perftest", "-p", &port, "-t", "tag_lat", "-n", "2000"].map(String::from),
+            &env,
+        );
+        let t = std::time::Instant::now();
+        while !tcp_listening(port.parse().unwrap()) && t.elapsed() < Duration::from_secs(20) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let client = run(
+            "127.0.21.5",
+            &[
+                "ucx_perftest",
+                "127.0.0.1",
+                "-p",
+                &port,
+                "-t",
+                "tag_lat",
+                "-n",
+                "2000",
+            ],
+            &env,
+        );
+        let server = server.wait(Duration::from_secs(30));
+        assert_eq!(client.code, Some(0), "{tls} client: {}", client.all());
+        assert_eq!(server.code, Some(0), "{tls} server: {}", server.all());
+        let fin = client.stdout.lines().find(|l| l.starts_with("Final:"));
+        assert!(
+            fin.is_some_and(|l| l.contains("2000")),
+            "{tls}: {}",
+            client.all()
+        );
+        println!("{tls}: {}", fin.unwrap_or_default());
+    }
+}
