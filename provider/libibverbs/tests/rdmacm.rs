@@ -303,3 +303,40 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
     assert!(client.stdout.contains("latency  ="), "{cs}");
     assert!(!client.stdout.contains("bw  =  0 bytes/sec"), "{cs}");
 }
+
+#[test]
+fn rping_over_ipv6() {
+    let Some(rping) = tool("rping") else { return };
+    // two IPv6 addresses on lo (root: CI runs as root)
+    let (s_ip, c_ip) = ("fd00:19::1", "fd00:19::2");
+    for a in [s_ip, c_ip] {
+        let _ = Command::new("ip")
+            .args(["-6", "addr", "add", &format!("{a}/128"), "dev", "lo"])
+            .output();
+    }
+    let have = |a: &str| std::net::UdpSocket::bind((a, 0)).is_ok();
+    if !prerequisite(
+        have(s_ip) && have(c_ip),
+        "IPv6 addresses fd00:19::1/2 on lo (root)",
+    ) {
+        return;
+    }
+    let server = start_server(
+        on(s_ip, &rping, &["-s", "-a", s_ip, "-v", "-C", "10"]),
+        s_ip,
+    );
+    let client = run(
+        on(c_ip, &rping, &["-c", "-a", s_ip, "-v", "-C", "10"]),
+        Duration::from_secs(60),
+    );
+    let server = finish(server, Duration::from_secs(20));
+    let (cs, ss) = (show("client", &client), show("server", &server));
+    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let pings = client
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ping data: rdma-ping-"))
+        .count();
+    assert_eq!(pings, 10, "{cs}");
+}
