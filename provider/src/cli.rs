@@ -17,7 +17,8 @@ use std::process::Command;
 /// Arguments of `roce run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// IP address of the emulated NIC (`ROCE_IP`; default 127.0.0.1).
+    /// IP address of the emulated NIC (`ROCE_IP`; default 127.0.0.1); a comma-separated list
+    /// gives one NIC per address (rxe0, rxe1, …) in the program.
     #[arg(long)]
     pub ip: Option<String>,
     /// Active IB MTU: 256, 512, 1024, 2048 or 4096 (`ROCE_MTU`).
@@ -138,8 +139,11 @@ pub fn run(a: &RunArgs) -> u8 {
     let mut c = Command::new(&a.cmd[0]);
     c.args(&a.cmd[1..]).env("LD_LIBRARY_PATH", ld);
     if let Some(ip) = &a.ip {
-        if ip.parse::<std::net::IpAddr>().is_err() {
-            eprintln!("roce run: --ip {ip:?} is not an IP address");
+        if ip
+            .split(',')
+            .any(|a| a.trim().parse::<std::net::IpAddr>().is_err())
+        {
+            eprintln!("roce run: --ip {ip:?} is not an IP address (or a comma-separated list)");
             return 2;
         }
         c.env("ROCE_IP", ip);
@@ -176,7 +180,7 @@ pub fn run(a: &RunArgs) -> u8 {
                 .ip
                 .clone()
                 .or_else(|| env("ROCE_IP"))
-                .and_then(|s| s.parse().ok())
+                .and_then(|s| s.split(',').next()?.trim().parse().ok())
                 .unwrap_or(std::net::IpAddr::from([127, 0, 0, 1])),
             mtu: a
                 .mtu

@@ -2,7 +2,7 @@
 //!
 //! | variable | default | meaning |
 //! |---|---|---|
-//! | `ROCE_IP` | `127.0.0.1` | the NIC's IP address (IPv4 or IPv6); gives GID index 1 |
+//! | `ROCE_IP` | `127.0.0.1` | the NIC's IP address (IPv4 or IPv6); gives GID index 1. A comma-separated list gives one device per address (`rxe0`, `rxe1`, …) |
 //! | `ROCE_DEV_NAME` | `rxe0` | the device name (`ibv_get_device_name`, `-d` of the tools) |
 //! | `ROCE_MTU` | `1024` | the port's active MTU: 256, 512, 1024, 2048 or 4096 |
 //! | `ROCE_QUIET` | unset | `1` silences the one-time "verb not implemented" warnings |
@@ -35,6 +35,54 @@ pub struct DeviceConfig {
 impl DeviceConfig {
     pub fn from_env() -> DeviceConfig {
         Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Every device of the process, from the environment (see [`DeviceConfig::all_from_lookup`]).
+    pub fn all_from_env() -> Vec<DeviceConfig> {
+        Self::all_from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Several devices, as a host with several NICs has: `ROCE_IP` may list addresses
+    /// separated by commas (`127.0.0.1,127.0.0.2`), one device each, named from
+    /// `ROCE_DEV_NAME` (a list of names, or one name whose number counts up: `rxe0`, `rxe1`).
+    /// `ROCE_MTU` applies to all. A repeated address is reported and skipped.
+    pub fn all_from_lookup(get: impl Fn(&str) -> Option<String>) -> Vec<DeviceConfig> {
+        let ips = get("ROCE_IP").unwrap_or_default();
+        if !ips.contains(',') {
+            return vec![Self::from_lookup(get)];
+        }
+        let names = get("ROCE_DEV_NAME")
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| DEFAULT_DEV_NAME.to_string());
+        let names: Vec<&str> = names.split(',').map(str::trim).collect();
+        let mut out: Vec<DeviceConfig> = Vec::new();
+        for ip in ips.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let i = out.len();
+            let name = match names.get(i) {
+                Some(n) if names.len() > 1 => n.to_string(),
+                _ => numbered(names[0], i),
+            };
+            let c = Self::from_lookup(|k| match k {
+                "ROCE_IP" => Some(ip.to_string()),
+                "ROCE_DEV_NAME" => Some(name.clone()),
+                _ => get(k),
+            });
+            if out.iter().any(|o| o.ip == c.ip) {
+                crate::log::warn(&format!("ROCE_IP lists {} twice; one device", c.ip));
+                continue;
+            }
+            out.push(c);
+        }
+        if out.is_empty() {
+            out.push(Self::from_lookup(|k| {
+                if k == "ROCE_IP" {
+                    None
+                } else {
+                    get(k)
+                }
+            }));
+        }
+        out
     }
 
     /// Builds the configuration from a lookup function (tests pass a map). Invalid values are
@@ -175,5 +223,49 @@ mod tests {
             "fd00::5".parse::<std::net::Ipv6Addr>().unwrap().octets()
         );
         assert_eq!(c.active_mtu, crate::abi::IBV_MTU_1024);
+    }
+}
+
+/// `base` with its trailing number (0 if none) plus `i`: `rxe0` → `rxe1`, `mlx` → `mlx1`.
+fn numbered(base: &str, i: usize) -> String {
+    if i == 0 {
+        return base.to_string();
+    }
+    let stem = base.trim_end_matches(|c: char| c.is_ascii_digit());
+    let n: usize = base[stem.len()..].parse().unwrap_or(0);
+    format!("{stem}{}", n + i)
+}
+
+#[cfg(test)]
+mod several {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn all(vars: &[(&str, &str)]) -> Vec<DeviceConfig> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        DeviceConfig::all_from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn a_list_of_addresses_gives_one_device_each() {
+        let d = all(&[("ROCE_IP", "127.0.0.1, 127.0.0.2")]);
+        assert_eq!(d.len(), 2);
+        assert_eq!((d[0].name.as_str(), d[1].name.as_str()), ("rxe0", "rxe1"));
+        assert_eq!(d[1].ip, "127.0.0.2".parse::<IpAddr>().unwrap());
+        assert_ne!(d[0].mac, d[1].mac);
+        let d = all(&[
+            ("ROCE_IP", "10.0.0.1,10.0.0.2,10.0.0.1"),
+            ("ROCE_DEV_NAME", "mlx5_3"),
+        ]);
+        assert_eq!(
+            d.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            ["mlx5_3", "mlx5_4"]
+        );
+        let d = all(&[("ROCE_IP", "10.0.0.1,10.0.0.2"), ("ROCE_DEV_NAME", "a,b")]);
+        assert_eq!((d[0].name.as_str(), d[1].name.as_str()), ("a", "b"));
+        assert_eq!(all(&[("ROCE_IP", "10.0.0.9")]).len(), 1);
     }
 }

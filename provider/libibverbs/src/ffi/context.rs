@@ -26,13 +26,18 @@ use std::sync::{Arc, OnceLock};
 
 const MAGIC: u64 = 0x726f_6365_5f63_7478; // "roce_ctx"
 
-static CONFIG: OnceLock<DeviceConfig> = OnceLock::new();
-static DEVICE: OnceLock<usize> = OnceLock::new();
+static CONFIGS: OnceLock<Vec<DeviceConfig>> = OnceLock::new();
+static DEVICES: OnceLock<Vec<usize>> = OnceLock::new();
 static BACKEND: OnceLock<Arc<dyn Backend>> = OnceLock::new();
 
-/// The process's device configuration (read from the environment once).
+/// The process's devices (read from the environment once; `ROCE_IP` may list several).
+pub fn configs() -> &'static [DeviceConfig] {
+    CONFIGS.get_or_init(DeviceConfig::all_from_env)
+}
+
+/// The first device's configuration (the only one unless `ROCE_IP` lists several).
 pub fn config() -> &'static DeviceConfig {
-    CONFIG.get_or_init(DeviceConfig::from_env)
+    &configs()[0]
 }
 
 fn backend() -> Arc<dyn Backend> {
@@ -50,10 +55,29 @@ thread_local! {
         const { std::cell::RefCell::new(None) };
 }
 
-/// Our one device.
+/// Our devices, one per configuration, made once and never freed.
+pub fn devices() -> &'static [usize] {
+    DEVICES.get_or_init(|| {
+        configs()
+            .iter()
+            .enumerate()
+            .map(|(i, cfg)| make_device(i, cfg))
+            .collect()
+    })
+}
+
+/// The first device.
 pub fn device() -> *mut ibv_device {
-    *DEVICE.get_or_init(|| {
-        let cfg = config();
+    devices()[0] as *mut ibv_device
+}
+
+/// The index of `device` among ours.
+pub fn index_of(device: *mut ibv_device) -> Option<usize> {
+    devices().iter().position(|d| *d == device as usize)
+}
+
+fn make_device(i: usize, cfg: &DeviceConfig) -> usize {
+    {
         let mut dev = Box::new(ibv_device {
             _ops: _ibv_device_ops {
                 _dummy1: None,
@@ -68,10 +92,11 @@ pub fn device() -> *mut ibv_device {
         });
         copy_cstr(&mut dev.name, &cfg.name);
         // `roce run` shows the device as /dev/infiniband/<ROCE_UVERBS> (provider/src/ns.rs)
-        let uverbs = std::env::var("ROCE_UVERBS")
+        let first: usize = std::env::var("ROCE_UVERBS")
             .ok()
-            .filter(|u| u.starts_with("uverbs") && u.len() < 16 && !u.contains('/'))
-            .unwrap_or_else(|| "uverbs0".into());
+            .and_then(|u| u.strip_prefix("uverbs")?.parse().ok())
+            .unwrap_or(0);
+        let uverbs = format!("uverbs{}", first + i);
         copy_cstr(&mut dev.dev_name, &uverbs);
         copy_cstr(
             &mut dev.dev_path,
@@ -79,7 +104,7 @@ pub fn device() -> *mut ibv_device {
         );
         copy_cstr(&mut dev.ibdev_path, &ibdev_path(cfg));
         Box::into_raw(dev) as usize
-    }) as *mut ibv_device
+    }
 }
 
 /// `/sys/class/infiniband/<name>`: not a real directory; `ibv_read_sysfs_file` answers a few
@@ -140,13 +165,15 @@ pub fn from_ptr<'a>(ctx: *mut ibv_context) -> Option<&'a Context> {
 
 pub unsafe extern "C" fn ibv_get_device_list(num_devices: *mut c_int) -> *mut *mut ibv_device {
     guard(core::ptr::null_mut(), || {
-        // A NULL-terminated array of one device, freed by ibv_free_device_list.
-        let list: Box<[*mut ibv_device; 2]> = Box::new([device(), core::ptr::null_mut()]);
+        // A NULL-terminated array of our devices, freed by ibv_free_device_list.
+        let mut v: Vec<*mut ibv_device> = devices().iter().map(|d| *d as *mut ibv_device).collect();
+        let n = v.len();
+        v.push(core::ptr::null_mut());
         if !num_devices.is_null() {
             // SAFETY: non-NULL out-pointer from the program.
-            unsafe { *num_devices = 1 };
+            unsafe { *num_devices = n as c_int };
         }
-        let list = Box::into_raw(list);
+        let list = Box::into_raw(v.into_boxed_slice()) as *mut *mut ibv_device;
         super::live::register(list as usize, LIST_TAG);
         list.cast()
     })
@@ -164,13 +191,18 @@ pub unsafe extern "C" fn ibv_free_device_list(list: *mut *mut ibv_device) {
         );
         return;
     }
-    // SAFETY: allocated by ibv_get_device_list as a Box<[_; 2]>, and still registered, so not
-    // freed yet.
-    drop(unsafe { Box::from_raw(list.cast::<[*mut ibv_device; 2]>()) });
+    // SAFETY: allocated by ibv_get_device_list as a boxed slice of our devices + NULL, and
+    // still registered, so not freed yet.
+    drop(unsafe {
+        Box::from_raw(core::ptr::slice_from_raw_parts_mut(
+            list,
+            devices().len() + 1,
+        ))
+    });
 }
 
 fn is_our_device(device: *mut ibv_device) -> bool {
-    !device.is_null() && device == self::device()
+    !device.is_null() && index_of(device).is_some()
 }
 
 pub unsafe extern "C" fn ibv_get_device_name(device: *mut ibv_device) -> *const c_char {
@@ -186,18 +218,15 @@ pub unsafe extern "C" fn ibv_get_device_guid(device: *mut ibv_device) -> u64 {
     if !is_our_device(device) {
         return 0;
     }
-    config().node_guid_be()
+    index_of(device).map_or(0, |i| configs()[i].node_guid_be())
 }
 
 pub unsafe extern "C" fn ibv_get_device_index(device: *mut ibv_device) -> c_int {
-    if !is_our_device(device) {
-        return -1;
-    }
-    0
+    index_of(device).map_or(-1, |i| i as c_int)
 }
 
 fn new_context(device: *mut ibv_device) -> Result<*mut ibv_context, i32> {
-    let cfg = config();
+    let cfg = &configs()[index_of(device).ok_or(libc::ENODEV)?];
     let queue = EventQueue::new().map_err(|e| e.raw_os_error().unwrap_or(libc::EMFILE))?;
     let events = AsyncEventSink {
         queue: Arc::new(queue),

@@ -6,7 +6,9 @@
 //! into the caller's `buf` after NULL checks and reads `dir`/`file` as NUL-terminated C strings,
 //! as its contract says; the real file read goes through `std::fs`.
 
-use super::context::{config, ibdev_path};
+#[cfg(test)]
+use super::context::config;
+use super::context::{configs, ibdev_path};
 use crate::abi::*;
 use crate::device;
 use core::ffi::{c_char, c_int, c_void, CStr};
@@ -196,10 +198,8 @@ pub extern "C" fn ibv_get_sysfs_path() -> *const c_char {
 
 /// Files of our device's (virtual) sysfs directory that tools read.
 fn virtual_sysfs(dir: &str, file: &str) -> Option<String> {
-    let cfg = config();
-    if dir.trim_end_matches('/') != ibdev_path(cfg) {
-        return None;
-    }
+    let dir = dir.trim_end_matches('/');
+    let cfg = configs().iter().find(|c| ibdev_path(c) == dir)?;
     let guid = cfg.eui64();
     let guid = format!(
         "{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}:{:02x}{:02x}",
