@@ -301,6 +301,8 @@ pub struct Endpoint {
     pub(crate) comm: BTreeMap<u32, Id>,
     pub(crate) comm_next: u32,
     pub(crate) comm_xor: u32,
+    /// `set_comm_id_slot`.
+    pub(crate) comm_slot: Option<u8>,
     pub(crate) hi_tid: u32,
     pub(crate) ports: ports::Ports,
     pub(crate) tx: VecDeque<MadOut>,
@@ -324,6 +326,7 @@ impl Endpoint {
             comm: BTreeMap::new(),
             comm_next: 0,
             comm_xor,
+            comm_slot: None,
             hi_tid,
             ports: ports::Ports::new(last_port),
             tx: VecDeque::new(),

@@ -73,7 +73,11 @@ impl Endpoint {
     /// (a REJ's Local Comm ID 0 means "no id").
     pub(crate) fn alloc_comm_id(&mut self, owner: Id) -> u32 {
         loop {
-            let v = self.comm_next ^ self.comm_xor;
+            let mut v = self.comm_next ^ self.comm_xor;
+            if let Some(slot) = self.comm_slot {
+                // the top byte names the process of a shared device (`set_comm_id_slot`)
+                v = (slot as u32 + 1) << 24 | (v & 0xFF_FFFF);
+            }
             self.comm_next = self.comm_next.wrapping_add(1);
             if v != 0 && !self.comm.contains_key(&v) {
                 self.comm.insert(v, owner);
@@ -86,6 +90,25 @@ impl Endpoint {
     /// read on a little-endian host (byte-reversed).
     pub(crate) fn form_tid(&self, local_id: u32) -> u64 {
         (self.hi_tid as u64) << 32 | local_id.swap_bytes() as u64
+    }
+
+    /// On a device shared by several processes (each with its own endpoint), makes every local
+    /// comm ID carry `slot + 1` in its top byte, so that whoever receives the device's MADs can
+    /// hand a reply (which echoes the ID) to the process that owns it.
+    pub fn set_comm_id_slot(&mut self, slot: u8) {
+        self.comm_slot = Some(slot.min(0xFE));
+    }
+
+    /// The service IDs this endpoint listens on (REQs for them are its own).
+    pub fn listening_service_ids(&self) -> Vec<u64> {
+        self.ids
+            .values()
+            .filter(|r| r.state == RdmaState::Listen)
+            .filter_map(|r| {
+                let port = r.bound_port.or(r.local.map(|l| l.port()))?;
+                Some(cma::service_id(r.ps.wire(), port))
+            })
+            .collect()
     }
 
     /// `rdma_create_id`.

@@ -61,6 +61,10 @@ pub struct NicConfig {
     /// QP1 are kept for [`Nic::poll_mad`] and [`Nic::send_mad`] sends them (`crate::gsi`).
     /// Off by default: packets for QP1 are then `no_qp`.
     pub gsi: bool,
+    /// The QP numbers this NIC hands out, `[first, end)` (default rxe's 17..0x20000). A device
+    /// shared by several processes gives each engine its own range, so that a QPN names one
+    /// process and is unique on the device.
+    pub qpn_range: (u32, u32),
 }
 
 impl NicConfig {
@@ -89,6 +93,7 @@ impl NicConfig {
             min_unacked_psns: crate::MIN_UNACKED_PSNS,
             udp_sport: None,
             gsi: false,
+            qpn_range: (MIN_QPN, MAX_QPN),
         }
     }
 }
@@ -185,7 +190,7 @@ impl Nic {
                 last_tx_qpn: 0,
             },
             qps: QpTable::default(),
-            next_qpn: MIN_QPN,
+            next_qpn: cfg.qpn_range.0.max(2),
             ready: ready::Ready::with_capacity(64),
             timers: BinaryHeap::with_capacity(64),
             scratch: Vec::with_capacity(64),
@@ -276,11 +281,19 @@ impl Nic {
             let s = self.sh.srqs.get(s.0).ok_or(Error::Invalid)?;
             srq_sge = s.rq.max_sge;
         }
-        let mut qpn = self.next_qpn;
+        let (lo, hi) = self.cfg.qpn_range;
+        let (lo, hi) = (lo.max(2), hi.min(MAX_QPN).max(lo.max(2) + 1));
+        let next = |q: u32| if q + 1 >= hi { lo } else { q + 1 };
+        let mut qpn = self.next_qpn.clamp(lo, hi - 1);
+        let mut tries = hi - lo;
         while self.qps.contains(qpn) {
-            qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
+            tries -= 1;
+            if tries == 0 {
+                return Err(Error::NoMem);
+            }
+            qpn = next(qpn);
         }
-        self.next_qpn = if qpn + 1 >= MAX_QPN { MIN_QPN } else { qpn + 1 };
+        self.next_qpn = next(qpn);
         let sport = self
             .cfg
             .udp_sport

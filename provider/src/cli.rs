@@ -39,6 +39,10 @@ pub struct RunArgs {
     /// Directory holding libibverbs.so.1 (default: $ROCE_LIB_DIR, else next to this `roce` binary, built if needed).
     #[arg(long)]
     pub lib_dir: Option<PathBuf>,
+    /// Share the device with other processes on the same address, as a NIC is shared
+    /// (`ROCE_SHARED=1`): a steering helper started on first use owns ip:4791.
+    #[arg(long)]
+    pub shared: bool,
     /// Do not show the device in /dev/infiniband and /sys/class/infiniband to the program (by
     /// default it runs in a private mount namespace where both list it; `ROCE_VIEW=0`).
     #[arg(long)]
@@ -167,6 +171,12 @@ pub fn run(a: &RunArgs) -> u8 {
     if let Some(n) = &a.name {
         c.env("ROCE_DEV_NAME", n);
     }
+    if a.shared {
+        c.env("ROCE_SHARED", "1");
+    }
+    if let Ok(me) = std::env::current_exe() {
+        c.env("ROCE_HELPER", me);
+    }
     let view_off = a.no_view || std::env::var_os("ROCE_VIEW").is_some_and(|v| v == "0");
     if !view_off {
         let env = |k: &str| std::env::var(k).ok().filter(|s| !s.is_empty());
@@ -206,6 +216,26 @@ pub fn run(a: &RunArgs) -> u8 {
         127
     } else {
         126
+    }
+}
+
+/// Arguments of `roce steer` (started by the processes sharing a device).
+#[derive(Debug, Args)]
+pub struct SteerArgs {
+    /// The device's address.
+    #[arg(long)]
+    pub ip: std::net::IpAddr,
+}
+
+/// `roce steer`: runs the steering helper until its last process has gone.
+pub fn steer(a: &SteerArgs) -> u8 {
+    let policy = crate::runtime::Config::from_env().icrc_policy;
+    match crate::shared::steer(a.ip, policy) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("{e}");
+            1
+        }
     }
 }
 

@@ -8,4 +8,5 @@ pub mod entropy;
 pub mod ns;
 pub mod perfbench;
 pub mod runtime;
+pub mod shared;
 pub mod verbs;

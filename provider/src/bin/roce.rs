@@ -30,6 +30,9 @@ enum Command {
     Devices(roce_provider::cli::DevicesArgs),
     /// Counters of the running emulated devices (like `rdma statistic`).
     Stat(roce_provider::cli::StatArgs),
+    /// The steering helper of a device shared by several processes (started by them).
+    #[command(hide = true)]
+    Steer(roce_provider::cli::SteerArgs),
 }
 
 fn main() -> ExitCode {
@@ -55,5 +58,6 @@ fn main() -> ExitCode {
         Command::Stat(args) => {
             ExitCode::from(roce_provider::cli::stat(&args, &mut std::io::stdout()))
         }
+        Command::Steer(args) => ExitCode::from(roce_provider::cli::steer(&args)),
     }
 }

@@ -44,6 +44,10 @@ pub struct Config {
     /// gives up (15, as the kernel's `CMA_MAX_CM_RETRIES`; `ROCE_CM_RETRIES`, for tests of the
     /// failure paths, which otherwise take minutes).
     pub cm_retries: u8,
+    /// Share the device with other processes on the same address through a steering helper
+    /// (`ROCE_SHARED=1`; `crate::shared`). Off: the device binds `ip:4791` itself and a second
+    /// process on that address fails to open it.
+    pub shared: bool,
     /// Diagnostics only as `tracing` warnings, not on stderr (`ROCE_QUIET=1`).
     pub quiet: bool,
     /// Directory for the statistics file read by `roce stat` (`None`: [`default_stat_dir`]).
@@ -70,6 +74,7 @@ impl Config {
             progress_thread: true,
             min_unacked_psns: roce_emu::MAX_UNACKED_PSNS,
             cm_retries: 15,
+            shared: false,
             quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
             stat_dir: None,
             stat_interval: Duration::from_millis(500),
@@ -170,6 +175,9 @@ impl Config {
                     "ROCE_CM_RETRIES={s:?}: a number of retries, 0 to 15"
                 )),
             }
+        }
+        if get("ROCE_SHARED").is_some_and(|v| v == "1") {
+            c.shared = true;
         }
         if get("ROCE_PROGRESS_THREAD").is_some_and(|v| v == "0") {
             c.progress_thread = false;

@@ -15,7 +15,11 @@ impl Device {
         ncfg.min_unacked_psns = cfg.min_unacked_psns;
         // Memory keys and initial PSNs from the OS: never the same in two runs or containers.
         ncfg.entropy = Some(crate::entropy::seed()?);
-        let sock_cfg = SocketConfig::default();
+        let mut sock_cfg = SocketConfig::default();
+        if cfg.shared {
+            // the steering helper owns ip:4791; this engine has a port of its own
+            sock_cfg.port = 0;
+        }
         let mut sock = Socket::bind(cfg.ip, sock_cfg).map_err(|e| {
             io::Error::new(
                 e.kind(),
@@ -40,6 +44,13 @@ impl Device {
             ncfg.udp_sport = Some(sock.source_port(0));
         }
         ncfg.gsi = true;
+        let steer = if cfg.shared {
+            let m = crate::shared::Membership::join(cfg.ip, sock.local_addr().port())?;
+            ncfg.qpn_range = crate::shared::qpn_range(m.slot);
+            Some(m)
+        } else {
+            None
+        };
         let entropy = ncfg.entropy.unwrap_or_default();
         let cm = roce_cm::Endpoint::new(roce_cm::Config {
             node_guid: ncfg.node_guid(),
@@ -48,6 +59,10 @@ impl Device {
             seed: u64::from_ne_bytes(entropy[24..32].try_into().unwrap_or_default()),
             max_cm_retries: cfg.cm_retries,
         });
+        let mut cm = cm;
+        if let Some(m) = &steer {
+            cm.set_comm_id_slot(m.slot as u8);
+        }
         let nic = Nic::new(ncfg);
         let waker = Arc::new(Waker::new()?);
         let stat_path = stat::stat_path(&cfg);
@@ -65,6 +80,7 @@ impl Device {
             async_handler: None,
             cm,
             cm_handler: None,
+            steer,
             tx_deferred: false,
             doorbell: Doorbell::default(),
             retries_seen: 0,
@@ -287,7 +303,11 @@ impl Device {
         let mut e = self.shared.lock();
         let now = self.shared.now();
         let r = f(&mut e.cm, now);
-        self.shared.finish(&mut e, now, true);
+        let e = &mut *e;
+        if let Some(m) = e.steer.as_mut() {
+            m.set_listening(e.cm.listening_service_ids());
+        }
+        self.shared.finish(e, now, true);
         r
     }
 

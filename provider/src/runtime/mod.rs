@@ -284,6 +284,8 @@ struct Engine {
     /// The host's connection manager (RDMA CM over IB CM MADs on QP1), fed by the NIC's GSI.
     cm: roce_cm::Endpoint,
     cm_handler: Option<CmHandler>,
+    /// This process's membership of a shared device (`ROCE_SHARED=1`, `crate::shared`).
+    steer: Option<crate::shared::Membership>,
     /// A poll returned completions before transmitting what the engine had queued.
     tx_deferred: bool,
     /// Posts waiting for their transmit (deferred doorbell).

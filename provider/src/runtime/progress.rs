@@ -186,6 +186,36 @@ impl Shared {
                 self.ctr.rx_dropped.fetch_add(1, Relaxed);
                 continue;
             }
+            if e.steer.is_some() {
+                // A shared device: everything arrives through the steering helper, which
+                // checked the ICRC and put the original headers in front (`crate::shared`).
+                let from_helper =
+                    d.src.port() == roce_wire::ROCE_V2_UDP_PORT && d.src.ip() == d.dst;
+                let Some((f, inner)) =
+                    crate::shared::Forwarded::parse(d.payload).filter(|_| from_helper)
+                else {
+                    self.ctr.rx_dropped.fetch_add(1, Relaxed);
+                    continue;
+                };
+                let meta = RxMeta {
+                    src_ip: f.src.ip(),
+                    dst_ip: d.dst,
+                    src_port: f.src.port(),
+                    ipv4_id: None,
+                    tos: f.tos,
+                    ttl: f.ttl,
+                    flow_label: f.flow_label,
+                };
+                if let Some(p) = e.pcap.as_mut() {
+                    let m = RxMeta {
+                        ipv4_id: Some(0),
+                        ..meta
+                    };
+                    p.packet_meta(now, &m, inner);
+                }
+                e.nic.handle_datagram(now, &meta, inner);
+                continue;
+            }
             let v4 = d.src.is_ipv4();
             // IPv6: the engine verifies exactly (no ID); IPv4: the driver knows the GRO index.
             let id = if v4 {

@@ -1,0 +1,446 @@
+//! One emulated NIC per address shared by several processes (issue 20 item 1), opt-in with
+//! `ROCE_SHARED=1` (`roce run --shared`).
+//!
+//! A NIC answers on `<ip>:4791` for every process, as a real one does, so one process must own
+//! that port: a steering helper, `roce steer --ip <ip>`, started by the first process that
+//! opens the device (detached, no root, no daemon to manage) and gone two seconds after the
+//! last one closes or dies. Each process runs its own engine on its own UDP socket
+//! (`<ip>:<ephemeral>`), sends from it directly, and registers with the helper over a Unix
+//! stream socket (abstract name `roce-steer/<uid>/<ip>`). The helper gives each process a
+//! slot, which fixes its QP numbers (a range of [`QPNS_PER_SLOT`]) and the top byte of its CM
+//! communication IDs, so the helper routes without tables:
+//!
+//! * a datagram to QP *n* goes to the slot owning *n*;
+//! * a CM MAD to QP1: a REQ or SIDR_REQ to the process listening on its service ID (the
+//!   processes tell the helper their listeners), anything else by the top byte of the remote
+//!   comm ID (the Request ID for SIDR_REP). What no process takes is answered as the kernel's
+//!   CM answers it: REJ 8 for a REQ nobody listens for, SIDR_REP status 1, DREP for a DREQ of a
+//!   connection that is gone.
+//!
+//! The helper checks each datagram's ICRC as the runtime does (`IcrcPolicy`), drops bad ones,
+//! and forwards the rest with a [`HEADER_LEN`]-byte header carrying what the receiving engine
+//! needs of the original IP/UDP headers (source address and port, TOS, TTL, flow label).
+//! Datagrams between processes on one device go through the helper too (to `<ip>:4791`).
+//! A process's death closes its control connection: the helper frees the slot.
+use crate::udp::{IcrcCounters, IcrcPolicy, RecvBatch, Socket, SocketConfig, Wait};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{IpAddr, SocketAddr};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
+use std::time::{Duration, Instant};
+
+/// Processes one device can have at once.
+pub const SLOTS: u32 = 64;
+/// QP numbers per process: rxe's 17..0x20000 in [`SLOTS`] ranges.
+pub const QPNS_PER_SLOT: u32 = (0x20000 - 17) / SLOTS;
+/// Bytes in front of a forwarded datagram.
+pub const HEADER_LEN: usize = 32;
+const MAGIC: &[u8; 4] = b"RSTR";
+/// How long the helper stays after its last process.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// The QP numbers of `slot`: `[first, end)`.
+pub fn qpn_range(slot: u32) -> (u32, u32) {
+    let first = 17 + slot * QPNS_PER_SLOT;
+    (first, first + QPNS_PER_SLOT)
+}
+
+fn slot_of_qpn(qpn: u32) -> Option<u32> {
+    qpn.checked_sub(17)
+        .map(|q| q / QPNS_PER_SLOT)
+        .filter(|s| *s < SLOTS)
+}
+
+fn control_name(ip: IpAddr) -> String {
+    // SAFETY: plain syscall.
+    let uid = unsafe { libc::geteuid() };
+    format!("roce-steer/{uid}/{ip}")
+}
+
+/// The metadata the helper forwards in front of a datagram.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Forwarded {
+    pub src: SocketAddr,
+    pub tos: u8,
+    pub ttl: u8,
+    pub flow_label: u32,
+}
+
+impl Forwarded {
+    fn emit(&self, out: &mut [u8; HEADER_LEN]) {
+        out[..4].copy_from_slice(MAGIC);
+        out[4] = 1;
+        out[5] = if self.src.is_ipv4() { 4 } else { 6 };
+        out[6] = self.tos;
+        out[7] = self.ttl;
+        out[8..10].copy_from_slice(&self.src.port().to_be_bytes());
+        out[10..14].copy_from_slice(&self.flow_label.to_be_bytes());
+        out[14..16].fill(0);
+        out[16..].copy_from_slice(&match self.src.ip() {
+            IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            IpAddr::V6(a) => a.octets(),
+        });
+    }
+
+    /// The header and the datagram behind it; `None` if `buf` does not start with one.
+    pub fn parse(buf: &[u8]) -> Option<(Forwarded, &[u8])> {
+        if buf.len() < HEADER_LEN || &buf[..4] != MAGIC || buf[4] != 1 {
+            return None;
+        }
+        let a: [u8; 16] = buf[16..32].try_into().ok()?;
+        let ip: IpAddr = match buf[5] {
+            4 => std::net::Ipv6Addr::from(a).to_ipv4_mapped()?.into(),
+            6 => std::net::Ipv6Addr::from(a).into(),
+            _ => return None,
+        };
+        Some((
+            Forwarded {
+                src: SocketAddr::new(ip, u16::from_be_bytes([buf[8], buf[9]])),
+                tos: buf[6],
+                ttl: buf[7],
+                flow_label: u32::from_be_bytes(buf[10..14].try_into().ok()?),
+            },
+            &buf[HEADER_LEN..],
+        ))
+    }
+}
+
+/// A process's registration with the helper; dropping it (or dying) frees the slot.
+pub struct Membership {
+    ctl: UnixStream,
+    pub slot: u32,
+    listening: Vec<u64>,
+}
+
+impl Membership {
+    /// Registers the engine whose socket has `udp_port` on `ip`, starting the helper if none
+    /// runs.
+    pub fn join(ip: IpAddr, udp_port: u16) -> std::io::Result<Membership> {
+        let name = control_name(ip);
+        let addr = UnixAddr::from_abstract_name(name.as_bytes())?;
+        let mut spawned = false;
+        let t0 = Instant::now();
+        let ctl = loop {
+            match UnixStream::connect_addr(&addr) {
+                Ok(s) => break s,
+                Err(e) if t0.elapsed() > Duration::from_secs(5) => {
+                    return Err(std::io::Error::new(
+                        e.kind(),
+                        format!("roce: no steering helper for {ip} ({e})"),
+                    ))
+                }
+                Err(_) => {
+                    if !spawned {
+                        spawn_helper(ip)?;
+                        spawned = true;
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+            }
+        };
+        let mut m = Membership {
+            ctl,
+            slot: 0,
+            listening: Vec::new(),
+        };
+        writeln!(m.ctl, "HELLO {udp_port} {}", std::process::id())?;
+        let mut line = String::new();
+        BufReader::new(m.ctl.try_clone()?).read_line(&mut line)?;
+        match line.split_whitespace().collect::<Vec<_>>()[..] {
+            ["SLOT", n] => m.slot = n.parse().map_err(std::io::Error::other)?,
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "roce: the steering helper for {ip} refused: {}",
+                    line.trim()
+                )))
+            }
+        }
+        Ok(m)
+    }
+
+    /// Tells the helper the service IDs this process listens on (when they changed).
+    pub fn set_listening(&mut self, mut sids: Vec<u64>) {
+        sids.sort_unstable();
+        if sids == self.listening {
+            return;
+        }
+        let mut l = String::from("LISTEN");
+        for s in &sids {
+            l.push_str(&format!(" {s:x}"));
+        }
+        l.push('\n');
+        let _ = self.ctl.write_all(l.as_bytes());
+        self.listening = sids;
+    }
+}
+
+/// Starts `roce steer --ip IP` detached (its own session; never this program's child for
+/// long: the intermediate exits at once).
+fn spawn_helper(ip: IpAddr) -> std::io::Result<()> {
+    let exe = helper_exe().ok_or_else(|| {
+        std::io::Error::other(
+            "roce: cannot find the roce executable for the steering helper (set ROCE_HELPER)",
+        )
+    })?;
+    let mut c = std::process::Command::new("setsid");
+    c.arg("-f")
+        .arg(exe)
+        .args(["steer", "--ip", &ip.to_string()])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    let _ = c.status()?;
+    Ok(())
+}
+
+/// `$ROCE_HELPER`, else the `roce` next to the running `roce` or to the drop-in library.
+fn helper_exe() -> Option<std::path::PathBuf> {
+    if let Some(p) = std::env::var_os("ROCE_HELPER").filter(|p| !p.is_empty()) {
+        return Some(p.into());
+    }
+    let exe = std::env::current_exe().ok()?;
+    if exe.file_name().is_some_and(|n| n == "roce") {
+        return Some(exe);
+    }
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let lib = maps
+        .lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| p.ends_with("/libroce_ibverbs.so"))?;
+    let deps = std::path::Path::new(lib).parent()?;
+    [deps.join("roce"), deps.parent()?.join("roce")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+struct Client {
+    ctl: BufReader<UnixStream>,
+    port: u16,
+    slot: u32,
+    listening: Vec<u64>,
+}
+
+/// `roce steer --ip IP`: the helper's loop. Returns when no process has used the device for
+/// [`LINGER`].
+pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
+    let name = control_name(ip);
+    let listener = match UnixListener::bind_addr(&UnixAddr::from_abstract_name(name.as_bytes())?) {
+        Ok(l) => l,
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => return Ok(()), // another won
+        Err(e) => return Err(e),
+    };
+    listener.set_nonblocking(true)?;
+    let mut sock = Socket::bind(ip, SocketConfig::default()).map_err(|e| {
+        std::io::Error::new(
+            e.kind(),
+            format!("roce steer: cannot bind UDP {ip}:4791: {e}"),
+        )
+    })?;
+    let mut rx = RecvBatch::new(16);
+    // What no process takes on QP1 (a REQ or SIDR_REQ nobody listens for, a DREQ for a
+    // connection that is gone) is answered as the kernel's CM answers it (REJ 8, SIDR_REP 1,
+    // DREP) by a CM of the helper's own with no ids, sent from QP1 of a NIC of its own.
+    let ncfg = roce_emu::NicConfig {
+        udp_sport: Some(roce_wire::ROCE_V2_UDP_PORT),
+        gsi: true,
+        ..roce_emu::NicConfig::new(ip)
+    };
+    let mut orphan_cm = roce_cm::Endpoint::new(roce_cm::Config {
+        node_guid: ncfg.node_guid(),
+        addrs: vec![ip],
+        path_mtu: 1024,
+        seed: crate::udp::monotonic_ns() ^ u64::from(std::process::id()),
+        max_cm_retries: 15,
+    });
+    let mut orphan_nic = roce_emu::Nic::new(ncfg);
+    let mut tx_buf = vec![0u8; 4096 + 64];
+    let counters = IcrcCounters::default();
+    let mut clients: Vec<Client> = Vec::new();
+    let mut idle_since = Some(Instant::now());
+    let mut hdr = [0u8; HEADER_LEN];
+    let mut out = Vec::with_capacity(4096 + 128);
+    loop {
+        // control: new processes, their messages, their deaths
+        while let Ok((s, _)) = listener.accept() {
+            let _ = s.set_nonblocking(true);
+            let slot = (0..SLOTS).find(|n| clients.iter().all(|c| c.slot != *n));
+            let mut c = Client {
+                ctl: BufReader::new(s),
+                port: 0,
+                slot: slot.unwrap_or(u32::MAX),
+                listening: Vec::new(),
+            };
+            if slot.is_none() {
+                let _ = c
+                    .ctl
+                    .get_mut()
+                    .write_all(b"ERR too many processes on this device\n");
+                continue;
+            }
+            clients.push(c);
+        }
+        clients.retain_mut(|c| {
+            let mut line = String::new();
+            loop {
+                line.clear();
+                match c.ctl.read_line(&mut line) {
+                    Ok(0) => return false,
+                    Ok(_) => {
+                        let w: Vec<&str> = line.split_whitespace().collect();
+                        match w.first().copied() {
+                            Some("HELLO") => {
+                                c.port = w.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
+                                let _ = writeln!(c.ctl.get_mut(), "SLOT {}", c.slot);
+                            }
+                            Some("LISTEN") => {
+                                c.listening = w[1..]
+                                    .iter()
+                                    .filter_map(|s| u64::from_str_radix(s, 16).ok())
+                                    .collect();
+                            }
+                            _ => {}
+                        }
+                    }
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
+                    Err(_) => return false,
+                }
+            }
+        });
+        if clients.is_empty() {
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() > LINGER {
+                return Ok(());
+            }
+        } else {
+            idle_since = None;
+        }
+        // datagrams
+        let n = sock.recv_batch(
+            &mut rx,
+            Wait::SpinThenBlock(Duration::ZERO, Some(Duration::from_millis(50))),
+        )?;
+        if n == 0 {
+            continue;
+        }
+        for d in rx.iter() {
+            if d.truncated || !d.check_icrc(policy, &counters).accept() {
+                continue;
+            }
+            let Some(slot) = route(d.payload, &clients) else {
+                if let Some(mad) = qp1_mad(d.payload) {
+                    let now = roce_emu::Instant::from_nanos(crate::udp::monotonic_ns());
+                    orphan_cm.handle_mad(
+                        now,
+                        &roce_cm::MadIn {
+                            src: d.src.ip(),
+                            dst: d.dst,
+                            flow_label: 0,
+                            traffic_class: d.tos.unwrap_or(0),
+                            hop_limit: d.ttl.unwrap_or(64),
+                            bytes: mad,
+                        },
+                    );
+                    while let Some(out) = orphan_cm.poll_transmit() {
+                        let path = roce_emu::gsi::GsiPath {
+                            src_ip: out.src,
+                            dst_ip: out.dst,
+                            traffic_class: 0,
+                            hop_limit: 64,
+                            flow_label: 0,
+                        };
+                        orphan_nic.send_mad(path, 1, &out.bytes);
+                    }
+                    while let Some(t) = orphan_nic.poll_transmit(now, &mut tx_buf) {
+                        let to = socket2::SockAddr::from(SocketAddr::new(t.dst_ip, t.dst_port));
+                        let _ = sock.as_socket2().send_to(&tx_buf[..t.len], &to);
+                    }
+                }
+                continue;
+            };
+            let Some(c) = clients.iter().find(|c| c.slot == slot && c.port != 0) else {
+                continue;
+            };
+            Forwarded {
+                src: d.src,
+                tos: d.tos.unwrap_or(0),
+                ttl: d.ttl.unwrap_or(64),
+                flow_label: 0,
+            }
+            .emit(&mut hdr);
+            out.clear();
+            out.extend_from_slice(&hdr);
+            out.extend_from_slice(d.payload);
+            let to = socket2::SockAddr::from(SocketAddr::new(ip, c.port));
+            let _ = sock.as_socket2().send_to(&out, &to);
+        }
+    }
+}
+
+/// The MAD of a datagram to QP1 (BTH, DETH, 256 bytes).
+fn qp1_mad(p: &[u8]) -> Option<&[u8]> {
+    (p.len() >= 20 + 256 && u32::from_be_bytes([0, p[5], p[6], p[7]]) == 1).then(|| &p[20..276])
+}
+
+/// The slot a datagram (BTH .. ICRC) is for.
+fn route(p: &[u8], clients: &[Client]) -> Option<u32> {
+    if p.len() < 12 {
+        return None;
+    }
+    let dqp = u32::from_be_bytes([0, p[5], p[6], p[7]]);
+    if dqp != 1 {
+        return slot_of_qpn(dqp);
+    }
+    // QP1: a MAD after BTH (12) and DETH (8)
+    let mad = p.get(20..20 + 256)?;
+    let attr = u16::from_be_bytes([mad[16], mad[17]]);
+    let data = &mad[24..];
+    match attr {
+        // REQ and SIDR_REQ: the listener of the service ID (payload offset 8 in both)
+        0x0010 | 0x0017 => {
+            let sid = u64::from_be_bytes(data[8..16].try_into().ok()?);
+            clients
+                .iter()
+                .find(|c| c.listening.contains(&sid))
+                .map(|c| c.slot)
+        }
+        // SIDR_REP: the Request ID (offset 0); the others: the Remote Comm ID (offset 4)
+        0x0018 => comm_slot(u32::from_be_bytes(data[0..4].try_into().ok()?)),
+        _ => comm_slot(u32::from_be_bytes(data[4..8].try_into().ok()?)),
+    }
+}
+
+fn comm_slot(id: u32) -> Option<u32> {
+    (id >> 24).checked_sub(1).filter(|s| *s < SLOTS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn header_round_trip_and_ranges() {
+        for src in ["127.0.0.7:49152", "[fd00::9]:4791"] {
+            let f = Forwarded {
+                src: src.parse().unwrap(),
+                tos: 3,
+                ttl: 61,
+                flow_label: 0x12345,
+            };
+            let mut h = [0u8; HEADER_LEN];
+            f.emit(&mut h);
+            let mut buf = h.to_vec();
+            buf.extend_from_slice(b"packet");
+            let (g, rest) = Forwarded::parse(&buf).unwrap();
+            assert_eq!((g, rest), (f, &b"packet"[..]));
+        }
+        assert!(Forwarded::parse(b"RSTRx").is_none());
+        assert_eq!(qpn_range(0).0, 17);
+        assert_eq!(qpn_range(SLOTS - 1).1, 17 + SLOTS * QPNS_PER_SLOT);
+        assert!(qpn_range(SLOTS - 1).1 <= 0x20000);
+        for s in [0, 1, 63] {
+            let (a, b) = qpn_range(s);
+            assert_eq!((slot_of_qpn(a), slot_of_qpn(b - 1)), (Some(s), Some(s)));
+        }
+        assert_eq!(comm_slot(0x0100_0001), Some(0));
+        assert_eq!(comm_slot(0x0000_0001), None);
+    }
+}

@@ -1,0 +1,204 @@
+//! One emulated NIC shared by several processes (`roce run --shared`, issue 20 item 1): the
+//! steering helper owns `<ip>:4791`, each process runs its engine on its own socket, and
+//! datagrams and CM MADs reach the process that owns their QP or connection. Unmodified tools
+//! with server and client on the same address; two pairs at once; a killed process does not
+//! disturb the others; the helper leaves after the last process.
+//!
+//! Prerequisites: perftest, rdmacm-utils (FAIL under `CI=true`, else a SKIP).
+mod common;
+use common::*;
+use std::time::{Duration, Instant};
+
+fn args(ip: &str) -> Vec<String> {
+    vec!["--shared".into(), "--ip".into(), ip.into()]
+}
+
+fn cmd(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| s.to_string()).collect()
+}
+
+fn helper_running(ip: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|e| {
+        std::fs::read(e.path().join("cmdline")).is_ok_and(|c| {
+            let c = String::from_utf8_lossy(&c).replace('\0', " ");
+            c.contains(" steer --ip ") && c.trim_end().ends_with(ip)
+        })
+    })
+}
+
+fn wait_helper_gone(ip: &str) -> bool {
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(10) {
+        if !helper_running(ip) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    false
+}
+
+/// A perftest server and client on `ip` (TCP port `port` for its exchange).
+fn perftest_pair(ip: &str, port: &str) -> (Proc, Proc) {
+    let base = [
+        "ib_write_bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-n",
+        "300",
+        "-F",
+        "-p",
+        port,
+    ];
+    let server = spawn(&args(ip), &cmd(&base), &[]);
+    let t = Instant::now();
+    while !tcp_listening(port.parse().unwrap()) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mut c = base.to_vec();
+    c.push(ip);
+    (server, spawn(&args(ip), &cmd(&c), &[]))
+}
+
+#[test]
+fn server_and_client_on_one_address_two_pairs_at_once() {
+    if !have_tools(&["ib_write_bw"], "perftest") {
+        return;
+    }
+    let ip = "127.0.24.1";
+    let (s1, c1) = perftest_pair(ip, "19501");
+    let (s2, c2) = perftest_pair(ip, "19502");
+    for (name, p) in [
+        ("client 1", c1),
+        ("server 1", s1),
+        ("client 2", c2),
+        ("server 2", s2),
+    ] {
+        let o = p.wait(Duration::from_secs(60));
+        assert_eq!(o.code, Some(0), "{name}: {}", o.all());
+        assert!(o.stdout.contains("65536"), "{name}: {}", o.all());
+    }
+    assert!(
+        wait_helper_gone(ip),
+        "the helper stayed after the last process"
+    );
+}
+
+#[test]
+fn rdma_cm_connects_two_processes_on_one_address() {
+    if !have_tools(&["rping", "udaddy"], "rdmacm-utils") {
+        return;
+    }
+    let ip = "127.0.24.2";
+    let server = spawn(
+        &args(ip),
+        &cmd(&["rping", "-s", "-a", ip, "-v", "-C", "20"]),
+        &[],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    let client = spawn(
+        &args(ip),
+        &cmd(&["rping", "-c", "-a", ip, "-v", "-C", "20"]),
+        &[],
+    )
+    .wait(Duration::from_secs(60));
+    let server = server.wait(Duration::from_secs(20));
+    assert_eq!(
+        client.code,
+        Some(0),
+        "client: {}\nserver: {}",
+        client.all(),
+        server.all()
+    );
+    assert_eq!(server.code, Some(0), "server: {}", server.all());
+    let pings = client
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("ping data: rdma-ping-"))
+        .count();
+    assert_eq!(pings, 20, "{}", client.all());
+    // UD through SIDR
+    let server = spawn(&args(ip), &cmd(&["udaddy", "-b", ip]), &[]);
+    std::thread::sleep(Duration::from_millis(800));
+    let client = spawn(&args(ip), &cmd(&["udaddy", "-s", ip]), &[]).wait(Duration::from_secs(60));
+    let server = server.wait(Duration::from_secs(20));
+    assert_eq!(client.code, Some(0), "udaddy client: {}", client.all());
+    assert_eq!(server.code, Some(0), "udaddy server: {}", server.all());
+}
+
+#[test]
+fn a_killed_process_leaves_the_others_working() {
+    if !have_tools(&["ib_write_bw"], "perftest")
+        || !have_tools(&["ibv_rc_pingpong"], "ibverbs-utils")
+    {
+        return;
+    }
+    let ip = "127.0.24.3";
+    // a process that joins the device (ibv_rc_pingpong opens it before it waits for its
+    // client) and is killed -9 while waiting
+    let victim = spawn(
+        &args(ip),
+        &cmd(&["ibv_rc_pingpong", "-g", "1", "-p", "19503"]),
+        &[],
+    );
+    let t = Instant::now();
+    while !tcp_listening(19503) && t.elapsed() < Duration::from_secs(20) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = Instant::now();
+    while !helper_running(ip) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(
+        helper_running(ip),
+        "no helper while a process uses the device"
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    let _ = victim.kill();
+    // the survivors: a pair started after the kill uses the device normally
+    let (s, c) = perftest_pair(ip, "19504");
+    let c = c.wait(Duration::from_secs(60));
+    let s = s.wait(Duration::from_secs(20));
+    assert_eq!(c.code, Some(0), "client: {}", c.all());
+    assert_eq!(s.code, Some(0), "server: {}", s.all());
+    assert!(
+        wait_helper_gone(ip),
+        "the helper stayed after the last process"
+    );
+}
+
+#[test]
+fn a_request_nobody_listens_for_is_rejected_at_once() {
+    if !have_tools(&["rping"], "rdmacm-utils") {
+        return;
+    }
+    let ip = "127.0.24.4";
+    // a process on the device, listening on another port
+    let idle = spawn(
+        &args(ip),
+        &cmd(&["rping", "-s", "-a", ip, "-p", "7000"]),
+        &[],
+    );
+    let t = Instant::now();
+    while !helper_running(ip) && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let t = Instant::now();
+    let client = spawn(
+        &args(ip),
+        &cmd(&["rping", "-c", "-a", ip, "-p", "7001", "-C", "1"]),
+        &[],
+    )
+    .wait(Duration::from_secs(30));
+    let took = t.elapsed();
+    let _ = idle.kill();
+    assert!(!client.timed_out, "{}", client.all());
+    assert_ne!(client.code, Some(0), "{}", client.all());
+    assert!(
+        took < Duration::from_secs(10),
+        "REJ 8 should come at once: {took:?}"
+    );
+    assert!(client.all().contains("REJECTED"), "{}", client.all());
+}
