@@ -4,7 +4,11 @@
 //! with server and client on the same address; two pairs at once; a killed process does not
 //! disturb the others; the helper leaves after the last process.
 //!
-//! Prerequisites: perftest, rdmacm-utils (FAIL under `CI=true`, else a SKIP).
+//! And the launcher case the sharing is for: `roce run --shared -- mpirun -np 4` with Open MPI's
+//! UCX PML over `rc_verbs`, every rank on the one NIC.
+//!
+//! Prerequisites: perftest, rdmacm-utils, openmpi-bin, libopenmpi-dev, ucx-utils (FAIL under
+//! `CI=true`, else a SKIP).
 mod common;
 use common::*;
 use std::time::{Duration, Instant};
@@ -201,4 +205,53 @@ fn a_request_nobody_listens_for_is_rejected_at_once() {
         "REJ 8 should come at once: {took:?}"
     );
     assert!(client.all().contains("REJECTED"), "{}", client.all());
+}
+
+#[test]
+fn mpirun_np4_with_ucx_over_rc_verbs_on_one_shared_nic() {
+    if !have_tools(&["mpirun", "mpicc"], "openmpi-bin libopenmpi-dev") {
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("roce-mpi-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join("mpi_pingpong");
+    let st = std::process::Command::new("mpicc")
+        .args(["-O2", "-o"])
+        .arg(&exe)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/mpi_pingpong.c"))
+        .status()
+        .expect("mpicc");
+    assert!(st.success(), "mpicc failed");
+    let ip = "127.0.24.5";
+    let o = spawn(
+        &args(ip),
+        &cmd(&[
+            "mpirun",
+            "--allow-run-as-root",
+            "--oversubscribe",
+            "-np",
+            "4",
+            "--mca",
+            "pml",
+            "ucx",
+            "--mca",
+            "btl",
+            "^openib,uct",
+            "-x",
+            "UCX_TLS=rc_verbs,ud_verbs,self",
+            "-x",
+            "UCX_NET_DEVICES=rxe0:1",
+            &exe.to_string_lossy(),
+        ]),
+        &[],
+    )
+    .wait(Duration::from_secs(120));
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(o.code, Some(0), "{}", o.all());
+    assert!(
+        o.stdout.contains("pingpong ok, allreduce 10 (want 10)"),
+        "{}",
+        o.all()
+    );
+    assert!(wait_helper_gone(ip), "the helper stayed after the job");
 }

@@ -24,9 +24,15 @@ impl Device {
             io::Error::new(
                 e.kind(),
                 format!(
-                    "roce: cannot bind UDP {}:{}: {e}",
+                    "roce: cannot bind UDP {}:{}: {e}{}",
                     cfg.ip,
-                    roce_wire::ROCE_V2_UDP_PORT
+                    roce_wire::ROCE_V2_UDP_PORT,
+                    if e.kind() == io::ErrorKind::AddrInUse {
+                        " (another process has this NIC: run every process on it with \
+                         `roce run --shared`, ROCE_SHARED=1, to share it)"
+                    } else {
+                        ""
+                    }
                 ),
             )
         })?;
