@@ -255,3 +255,53 @@ fn mpirun_np4_with_ucx_over_rc_verbs_on_one_shared_nic() {
     );
     assert!(wait_helper_gone(ip), "the helper stayed after the job");
 }
+
+#[test]
+fn libfabric_verbs_msg_rdm_and_dgram_between_two_processes_on_one_nic() {
+    if !have_tools(&["fi_pingpong", "fi_info"], "libfabric-bin") {
+        return;
+    }
+    // libfabric's verbs provider finds a device through the addresses getifaddrs lists: on
+    // loopback that is 127.0.0.1 only (shared with other tests: one at a time)
+    let ip = "127.0.0.1";
+    let _g = serial();
+    assert!(
+        wait_udp_free(Duration::from_secs(120)),
+        "127.0.0.1:4791 stayed busy"
+    );
+    // ofi_rxm sizes its CQs from the universe size (more than rxe's 32767 entries by default:
+    // the same setting is needed on kernel rxe); dgram needs the RoCE v2 GID of the address
+    let env = [("FI_UNIVERSE_SIZE", "16"), ("FI_VERBS_GID_IDX", "1")];
+    for (i, ep) in [
+        ["-p", "verbs", "-e", "msg"],
+        ["-p", "verbs;ofi_rxm", "-e", "rdm"],
+        ["-p", "verbs", "-e", "dgram"],
+    ]
+    .iter()
+    .enumerate()
+    {
+        let port = (19610 + i).to_string();
+        let mut srv = vec!["fi_pingpong"];
+        srv.extend_from_slice(ep);
+        // a datagram is at most one MTU (1024)
+        let size = if ep[3] == "dgram" { "512" } else { "4096" };
+        srv.extend_from_slice(&["-I", "50", "-S", size]);
+        let mut cli = srv.clone();
+        srv.extend_from_slice(&["-B", &port]);
+        cli.extend_from_slice(&["-P", &port, ip]);
+        let server = spawn(&args(ip), &cmd(&srv), &env);
+        std::thread::sleep(Duration::from_millis(1000));
+        let client = spawn(&args(ip), &cmd(&cli), &env).wait(Duration::from_secs(60));
+        let server = server.wait(Duration::from_secs(20));
+        assert_eq!(
+            client.code,
+            Some(0),
+            "{ep:?} client: {}\nserver: {}",
+            client.all(),
+            server.all()
+        );
+        assert_eq!(server.code, Some(0), "{ep:?} server: {}", server.all());
+        let shown = if size == "512" { "512" } else { "4k" };
+        assert!(client.stdout.contains(shown), "{ep:?}: {}", client.all());
+    }
+}

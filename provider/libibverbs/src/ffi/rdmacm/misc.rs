@@ -157,11 +157,16 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
     res: *mut *mut rdma_addrinfo,
 ) -> c_int {
     guard(-1, || {
-        if res.is_null() || (node.is_null() && service.is_null()) {
-            return fail(libc::EINVAL);
-        }
         // SAFETY: NULL or the program's hints.
         let h = unsafe { hints.as_ref() };
+        // without a node or service, the addresses come from the hints (librdmacm copies
+        // them; libfabric's verbs provider asks that way)
+        // SAFETY: the hints' addresses, read as far as their family says.
+        let hint_addr = |p: *mut libc::sockaddr| unsafe { addr::read(p) }.ok().flatten();
+        let from_hints = h.and_then(|h| hint_addr(h.ai_dst_addr).or(hint_addr(h.ai_src_addr)));
+        if res.is_null() || (node.is_null() && service.is_null() && from_hints.is_none()) {
+            return fail(libc::EINVAL);
+        }
         let flags = h.map_or(0, |h| h.ai_flags);
         let passive = flags & RAI_PASSIVE != 0;
         let family = h.map_or(0, |h| h.ai_family);
@@ -180,9 +185,22 @@ pub unsafe extern "C" fn rdma_getaddrinfo(
                 RDMA_PS_TCP as c_int
             };
         }
-        let a = match lookup(node, service, family, passive, flags & RAI_NUMERICHOST != 0) {
-            Ok(a) => a,
-            Err(e) => return fail(e),
+        let a = if node.is_null() && service.is_null() {
+            match h.and_then(|h| {
+                if passive {
+                    hint_addr(h.ai_src_addr)
+                } else {
+                    hint_addr(h.ai_dst_addr)
+                }
+            }) {
+                Some(a) => a,
+                None => return fail(libc::EINVAL),
+            }
+        } else {
+            match lookup(node, service, family, passive, flags & RAI_NUMERICHOST != 0) {
+                Ok(a) => a,
+                Err(e) => return fail(e),
+            }
         };
         ai.ai_family = if a.is_ipv4() {
             libc::AF_INET
