@@ -81,6 +81,28 @@ impl Nic {
             .ok_or(Error::NoMem)
     }
 
+    /// `ibv_resize_cq`, as rxe's `rxe_resize_cq`: `cqe` is checked as at creation (1 to
+    /// `max_cqe`, else [`Error::Invalid`]) and must be at least the number of completions
+    /// queued now (else [`Error::Invalid`]: rxe's `rxe_cq_chk_attr`); the new depth is rounded
+    /// as rxe's queue rounds it, up to one less than a power of two (`rxe_queue_init`), and
+    /// returned (the program's `cq->cqe`). Queued completions stay, in order; the notification
+    /// state (armed, solicited only) and the overflow already reported are not touched.
+    pub fn resize_cq(&mut self, cq: Cq, cqe: u32) -> Result<u32> {
+        let max = self.cfg.device_attr.max_cqe;
+        let c = self.sh.cqs.get_mut(cq.0).ok_or(Error::NotFound)?;
+        if cqe == 0 || cqe > max || (cqe as usize) < c.q.len() {
+            return Err(Error::Invalid);
+        }
+        let depth = rxe_queue_depth(cqe);
+        c.cap = depth as usize;
+        if c.q.capacity() > c.cap {
+            c.q.shrink_to(c.cap);
+        } else {
+            c.q.reserve_exact(c.cap - c.q.len());
+        }
+        Ok(depth)
+    }
+
     /// `ibv_destroy_cq`: EBUSY while a QP uses it.
     pub fn destroy_cq(&mut self, cq: Cq) -> Result<()> {
         let c = self.sh.cqs.get(cq.0).ok_or(Error::NotFound)?;
@@ -201,4 +223,11 @@ impl Nic {
     pub fn destroy_ah(&mut self, ah: Ah) -> Result<()> {
         self.sh.ahs.remove(ah.0).map(|_| ()).ok_or(Error::NotFound)
     }
+}
+
+/// The number of entries rxe's queues hold for `n` asked for (`rxe_queue_init`): the smallest
+/// power of two above `n`, less one (1 → 1, 10 → 15, 16 → 31, 32767 → 32767).
+fn rxe_queue_depth(n: u32) -> u32 {
+    let d = (u64::from(n) + 1).next_power_of_two() - 1;
+    u32::try_from(d).unwrap_or(u32::MAX)
 }

@@ -422,6 +422,10 @@ impl DeviceContext for EngineContext {
             cqe: init.cqe,
         })
     }
+    fn resize_cq(&self, cq: CqId, cqe: u32) -> VerbResult<u32> {
+        let c = emu::Cq(cq.0 as u32);
+        self.dev()?.with_nic(|n| n.resize_cq(c, cqe)).map_err(err)
+    }
     fn destroy_cq(&self, cq: CqId) -> VerbResult<()> {
         let d = self.dev()?;
         let c = emu::Cq(cq.0 as u32);

@@ -3,6 +3,7 @@ use super::device::{Context, CtxInner};
 use super::error::{Error, Result};
 use roce_emu::{WcFlags, WcOpcode, WcStatus};
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicU32, Ordering::Relaxed};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -137,7 +138,7 @@ impl<'a> CqBuilder<'a> {
             inner: Arc::new(CqInner {
                 ctx: self.ctx.inner.clone(),
                 cq,
-                cqe,
+                cqe: AtomicU32::new(cqe),
                 channel: self.channel,
             }),
         })
@@ -157,7 +158,8 @@ pub struct CompletionQueue {
 pub(crate) struct CqInner {
     pub(crate) ctx: Arc<CtxInner>,
     pub(crate) cq: roce_emu::Cq,
-    cqe: u32,
+    /// Entries as created, or as the last [`CompletionQueue::resize`] rounded them.
+    cqe: AtomicU32,
     channel: Option<Arc<ChanInner>>,
 }
 
@@ -172,9 +174,35 @@ impl Drop for CqInner {
 }
 
 impl CompletionQueue {
-    /// Entries it was created with.
+    /// Entries it was created with, or the depth the last [`CompletionQueue::resize`] gave it.
     pub fn capacity(&self) -> u32 {
-        self.inner.cqe
+        self.inner.cqe.load(Relaxed)
+    }
+
+    /// `ibv_resize_cq`: makes room for `cqe` completions and returns the depth given, rounded
+    /// up as rxe rounds it (to one less than a power of two: 100 gives 127), which
+    /// [`CompletionQueue::capacity`] reports from then on. The completions queued now stay, in
+    /// order, and a pending [`CompletionQueue::req_notify`] stays armed. Fails (as rxe, with
+    /// `EINVAL`) when `cqe` is 0, above the device's `max_cqe`, or below the number of
+    /// completions queued now: poll some first.
+    ///
+    /// ```
+    /// # use roce_provider::verbs::{sim::SimFabric, DeviceConfig};
+    /// # let ctx = SimFabric::new(1, Default::default()).open(DeviceConfig::new("10.0.0.1".parse().unwrap()))?;
+    /// let cq = ctx.create_cq(16).build()?;
+    /// assert_eq!(cq.resize(100)?, 127);
+    /// assert_eq!(cq.capacity(), 127);
+    /// # Ok::<(), roce_provider::verbs::Error>(())
+    /// ```
+    pub fn resize(&self, cqe: u32) -> Result<u32> {
+        let cq = self.inner.cq;
+        let n = self
+            .inner
+            .ctx
+            .nic(|n| n.resize_cq(cq, cqe))
+            .map_err(|source| Error::ResizeCq { cqe, source })?;
+        self.inner.cqe.store(n, Relaxed);
+        Ok(n)
     }
 
     /// `ibv_poll_cq`: moves up to `out.len()` completions into `out` and returns the filled
@@ -249,7 +277,8 @@ impl std::fmt::Debug for CompletionQueue {
         write!(
             f,
             "CompletionQueue({}, {} entries)",
-            self.inner.cq.0, self.inner.cqe
+            self.inner.cq.0,
+            self.capacity()
         )
     }
 }

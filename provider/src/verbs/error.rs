@@ -41,6 +41,16 @@ pub enum Error {
         #[source]
         source: roce_emu::Error,
     },
+    /// `ibv_resize_cq` failed (`Invalid`: 0 entries, more than the device's `max_cqe`, or
+    /// fewer than the completions queued now).
+    #[error("cannot resize the completion queue to {cqe} entries: {source}")]
+    ResizeCq {
+        /// Entries asked for.
+        cqe: u32,
+        /// The device's reason.
+        #[source]
+        source: roce_emu::Error,
+    },
     /// `ibv_create_qp` failed.
     #[error("cannot create a {qp_type:?} queue pair: {source}")]
     CreateQp {

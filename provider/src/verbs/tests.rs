@@ -452,3 +452,73 @@ fn cq_overflow_raises_an_async_event() {
     }
     assert!(matches!(ev, Some(AsyncEvent::CqErr(_))), "{ev:?}");
 }
+
+#[test]
+fn resize_cq_keeps_queued_completions_and_rounds_as_rxe() {
+    let (_n, a, b) = pair(LinkConfig::default());
+    let ch = b.ctx.create_comp_channel();
+    let rcq = b.ctx.create_cq(4).set_comp_channel(&ch).build().unwrap();
+    let qa = a.pd.create_qp(&a.cq, &a.cq, QpType::Rc).build().unwrap();
+    let qb = b.pd.create_qp(&b.cq, &rcq, QpType::Rc).build().unwrap();
+    let (ea, eb) = (qa.endpoint(), qb.endpoint());
+    let (qa, qb) = (qa.handshake(eb).unwrap(), qb.handshake(ea).unwrap());
+    let buf = b.pd.allocate(64 * 16, AccessFlags::LOCAL_WRITE).unwrap();
+    // B's receive completion is queued before its ACK completes A's SEND
+    let deliver = |ids: std::ops::Range<u64>| {
+        for i in ids.clone() {
+            let off = 64 * i as usize;
+            qb.post_receive(&[buf.slice(off..off + 64)], i).unwrap();
+            qa.post_send_inline(b"resize", i).unwrap();
+        }
+        for _ in ids {
+            ok(&a.cq);
+        }
+    };
+    rcq.req_notify(false).unwrap();
+    assert_eq!(rcq.capacity(), 4);
+    deliver(0..1);
+    assert!(ch.get_cq_event(T).is_ok(), "armed CQ notifies");
+    rcq.req_notify(false).unwrap();
+    // the notification fired once and was re-armed; the next completion fires it again
+    deliver(1..4);
+    assert!(ch.get_cq_event(T).is_ok());
+    assert!(ch.get_cq_event(Duration::from_millis(10)).is_err());
+
+    // full at 4: below the queued count, 0 and above max_cqe fail, nothing changes
+    for bad in [3, 0, b.ctx.query_device().max_cqe + 1] {
+        match rcq.resize(bad) {
+            Err(Error::ResizeCq { cqe, source }) => {
+                assert_eq!((cqe, source), (bad, roce_emu::Error::Invalid));
+            }
+            r => panic!("resize({bad}): {r:?}"),
+        }
+    }
+    assert_eq!(rcq.capacity(), 4);
+    // grow with 4 queued: 100 gives 127
+    assert_eq!(rcq.resize(100).unwrap(), 127);
+    assert_eq!(rcq.capacity(), 127);
+    rcq.req_notify(true).unwrap();
+    deliver(4..12);
+    // shrink with 12 queued: 11 fails, 12 gives 15
+    assert!(rcq.resize(11).is_err());
+    assert_eq!(rcq.resize(12).unwrap(), 15);
+    assert_eq!(
+        format!("{rcq:?}"),
+        format!("CompletionQueue({}, 15 entries)", rcq.inner.cq.0)
+    );
+    deliver(12..15);
+    // armed for solicited completions only before the resizes: none came
+    assert!(ch.get_cq_event(Duration::from_millis(10)).is_err());
+    assert!(b.ctx.poll_async_event().is_none(), "no CQ error");
+
+    let mut wc = [WorkCompletion::default(); 32];
+    let got: Vec<u64> = rcq
+        .poll(&mut wc)
+        .unwrap()
+        .iter()
+        .map(|w| w.wr_id())
+        .collect();
+    assert_eq!(got, (0..15).collect::<Vec<_>>());
+    assert!(wc[..15].iter().all(|w| w.is_ok() && w.byte_len() == 6));
+    assert!(rcq.poll(&mut wc).unwrap().is_empty());
+}
