@@ -1,7 +1,8 @@
 //! `roce run`'s device view (issue 20 item 2): inside it the program finds the emulated NIC
 //! where system RDMA tools look — `/dev/infiniband/uverbs0`, `/sys/class/infiniband/rxe0` —
 //! and unmodified Debian tools use it: `ibstat`, `ibstatus`, `ucx_info -d`, and `ucx_perftest`
-//! over UCX's `rc_verbs` and `ud_verbs` between two NICs. Outside, the host is unchanged.
+//! (tag_lat over UCX's `rc_verbs` and `ud_verbs`; tag_bw, ucp_put_bw, ucp_get over `rc_verbs`)
+//! between two NICs. Outside, the host is unchanged.
 //!
 //! Prerequisites: `infiniband-diags` and `ucx-utils` (FAIL under `CI=true`, else a SKIP).
 mod common;
@@ -81,7 +82,7 @@ fn ibstat_and_ibstatus_list_the_port() {
 }
 
 #[test]
-fn ucx_finds_rxe0_and_runs_tag_lat_over_rc_verbs_and_ud_verbs() {
+fn ucx_finds_rxe0_and_runs_ucx_perftest_over_rc_verbs_and_ud_verbs() {
     let _g = serial();
     if !have_tools(&["ucx_info", "ucx_perftest"], "ucx-utils") {
         return;
@@ -96,7 +97,13 @@ fn ucx_finds_rxe0_and_runs_tag_lat_over_rc_verbs_and_ud_verbs() {
     ] {
         assert!(o.stdout.contains(want), "{want}:\n{}", o.stdout);
     }
-    for tls in ["rc_verbs,ud_verbs,self", "ud_verbs,self"] {
+    for (tls, test) in [
+        ("rc_verbs,ud_verbs,self", "tag_lat"),
+        ("ud_verbs,self", "tag_lat"),
+        ("rc_verbs,ud_verbs,self", "tag_bw"),
+        ("rc_verbs,ud_verbs,self", "ucp_put_bw"),
+        ("rc_verbs,ud_verbs,self", "ucp_get"),
+    ] {
         let env = [("UCX_NET_DEVICES", "rxe0:1"), ("UCX_TLS", tls)];
         let port = {
             let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -104,7 +111,7 @@ fn ucx_finds_rxe0_and_runs_tag_lat_over_rc_verbs_and_ud_verbs() {
         };
         let server = spawn(
             &["--ip".into(), "127.0.21.4".into()],
-            &["ucx_perftest", "-p", &port, "-t", "tag_lat", "-n", "2000"].map(String::from),
+            &["ucx_perftest", "-p", &port, "-t", test, "-n", "500"].map(String::from),
             &env,
         );
         let t = std::time::Instant::now();

@@ -5,7 +5,8 @@
 //! disturb the others; the helper leaves after the last process.
 //!
 //! And the launcher case the sharing is for: `roce run --shared -- mpirun -np 4` with Open MPI's
-//! UCX PML over `rc_verbs`, every rank on the one NIC.
+//! UCX PML over `rc_verbs`, and `-np 2` with its CM PML over libfabric's `verbs;ofi_rxd`, every
+//! rank on the one NIC.
 //!
 //! Prerequisites: perftest, rdmacm-utils, openmpi-bin, libopenmpi-dev, ucx-utils (FAIL under
 //! `CI=true`, else a SKIP).
@@ -208,7 +209,7 @@ fn a_request_nobody_listens_for_is_rejected_at_once() {
 }
 
 #[test]
-fn mpirun_np4_with_ucx_over_rc_verbs_on_one_shared_nic() {
+fn mpirun_with_ucx_and_with_libfabric_on_one_shared_nic() {
     if !have_tools(&["mpirun", "mpicc"], "openmpi-bin libopenmpi-dev") {
         return;
     }
@@ -223,36 +224,59 @@ fn mpirun_np4_with_ucx_over_rc_verbs_on_one_shared_nic() {
         .expect("mpicc");
     assert!(st.success(), "mpicc failed");
     let ip = "127.0.24.5";
-    let o = spawn(
-        &args(ip),
-        &cmd(&[
+    let exe_s = exe.to_string_lossy().into_owned();
+    // Open MPI's UCX PML over rc_verbs, then its CM PML over libfabric's verbs;ofi_rxd
+    // (FI_VERBS_GID_IDX=1: the RoCE v2 GID; FI_UNIVERSE_SIZE as on rxe)
+    let ucx: &[&str] = &[
+        "--mca",
+        "pml",
+        "ucx",
+        "--mca",
+        "btl",
+        "^openib,uct",
+        "-x",
+        "UCX_TLS=rc_verbs,ud_verbs,self",
+        "-x",
+        "UCX_NET_DEVICES=rxe0:1",
+    ];
+    let ofi: &[&str] = &[
+        "--mca",
+        "pml",
+        "cm",
+        "--mca",
+        "mtl",
+        "ofi",
+        "-x",
+        "FI_PROVIDER=verbs;ofi_rxd",
+        "-x",
+        "FI_VERBS_GID_IDX=1",
+        "-x",
+        "FI_UNIVERSE_SIZE=16",
+    ];
+    for (name, np, extra) in [("pml ucx", "4", ucx), ("pml cm mtl ofi", "2", ofi)] {
+        let mut c = vec![
             "mpirun",
             "--allow-run-as-root",
             "--oversubscribe",
             "-np",
-            "4",
-            "--mca",
-            "pml",
-            "ucx",
-            "--mca",
-            "btl",
-            "^openib,uct",
-            "-x",
-            "UCX_TLS=rc_verbs,ud_verbs,self",
-            "-x",
-            "UCX_NET_DEVICES=rxe0:1",
-            &exe.to_string_lossy(),
-        ]),
-        &[],
-    )
-    .wait(Duration::from_secs(120));
+            np,
+        ];
+        c.extend_from_slice(extra);
+        c.push(&exe_s);
+        let o = spawn(&args(ip), &cmd(&c), &[]).wait(Duration::from_secs(120));
+        let want = if np == "4" {
+            "allreduce 10 (want 10)"
+        } else {
+            "allreduce 3 (want 3)"
+        };
+        assert_eq!(o.code, Some(0), "{name}: {}", o.all());
+        assert!(
+            o.stdout.contains(&format!("pingpong ok, {want}")),
+            "{name}: {}",
+            o.all()
+        );
+    }
     let _ = std::fs::remove_dir_all(&dir);
-    assert_eq!(o.code, Some(0), "{}", o.all());
-    assert!(
-        o.stdout.contains("pingpong ok, allreduce 10 (want 10)"),
-        "{}",
-        o.all()
-    );
     assert!(wait_helper_gone(ip), "the helper stayed after the job");
 }
 
