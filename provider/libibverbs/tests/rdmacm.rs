@@ -71,6 +71,14 @@ fn finish(mut child: Child, limit: Duration) -> Output {
     }
 }
 
+/// Both sides exited 0 (else the test fails with both outputs); their outputs for more checks.
+fn both_passed(client: &Output, server: &Output) -> (String, String) {
+    let (cs, ss) = (show("client", client), show("server", server));
+    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    (cs, ss)
+}
+
 fn show(what: &str, o: &Output) -> String {
     format!(
         "{what}: status {:?} timed out {}\nstdout:\n{}\nstderr:\n{}",
@@ -91,11 +99,8 @@ fn rping_connects_pings_100_times_and_disconnects() {
         Duration::from_secs(60),
     );
     let server = finish(server, Duration::from_secs(20));
-    let cs = show("client", &client);
-    let ss = show("server", &server);
     assert_loads_cleanly("rping client", &client);
-    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
-    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let (cs, ss) = both_passed(&client, &server);
     let pings = client
         .stdout
         .lines()
@@ -125,10 +130,7 @@ fn ucmatose_connects_eight_connections() {
         Duration::from_secs(60),
     );
     let server = finish(server, Duration::from_secs(20));
-    let cs = show("client", &client);
-    let ss = show("server", &server);
-    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
-    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let (cs, ss) = both_passed(&client, &server);
     assert!(client.stdout.contains("test complete"), "{cs}");
     assert!(server.stdout.contains("test complete"), "{ss}");
 }
@@ -142,10 +144,7 @@ fn rdma_client_and_server_exchange_a_message() {
     let server = start_server(on(s_ip, &srv, &["-s", s_ip]), s_ip);
     let client = run(on(c_ip, &cli, &["-s", s_ip]), Duration::from_secs(60));
     let server = finish(server, Duration::from_secs(20));
-    let cs = show("client", &client);
-    let ss = show("server", &server);
-    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
-    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let (cs, ss) = both_passed(&client, &server);
     assert!(client.stdout.contains("rdma_client: end 0"), "{cs}");
     assert!(server.stdout.contains("rdma_server: end 0"), "{ss}");
 }
@@ -188,10 +187,7 @@ fn udaddy_resolves_a_ud_peer_through_sidr_and_exchanges_datagrams() {
     let server = start_server(on(s_ip, &udaddy, &["-b", s_ip]), s_ip);
     let client = run(on(c_ip, &udaddy, &["-s", s_ip]), Duration::from_secs(60));
     let server = finish(server, Duration::from_secs(20));
-    let cs = show("client", &client);
-    let ss = show("server", &server);
-    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
-    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let (cs, ss) = both_passed(&client, &server);
     assert!(client.stdout.contains("data transfers complete"), "{cs}");
     assert!(server.stdout.contains("return status 0"), "{ss}");
 }
@@ -233,10 +229,7 @@ fn perftest_over_rdma_cm(tool_name: &str, extra: &[&str], ips: (&str, &str)) {
         break (client, server);
     };
     let server = finish(server, Duration::from_secs(20));
-    let cs = show("client", &client);
-    let ss = show("server", &server);
-    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
-    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let (cs, _) = both_passed(&client, &server);
     assert!(client.stdout.contains("#bytes"), "{cs}");
 }
 
@@ -330,9 +323,7 @@ fn rping_over_ipv6() {
         Duration::from_secs(60),
     );
     let server = finish(server, Duration::from_secs(20));
-    let (cs, ss) = (show("client", &client), show("server", &server));
-    assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
-    assert_eq!(server.status.and_then(|s| s.code()), Some(0), "{cs}\n{ss}");
+    let (cs, _) = both_passed(&client, &server);
     let pings = client
         .stdout
         .lines()
