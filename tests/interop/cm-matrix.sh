@@ -47,13 +47,15 @@
 # emulator's perftest clients run with an LD_PRELOAD shim (slow_connect.c, embedded below) that
 # delays each rdma_connect by 1 s; a run still rejected that way is repeated with both sides
 # fresh (at most 3 tries; the row says so), as provider/libibverbs/tests/rdmacm.rs does.
-# perftest's clock check ("Can't produce a report", TCG jitter) is retried once. A run whose
-# kernel side is still running 15 s after the emulator side passed and exited is repeated at
-# most twice (on a restarted guest when the killed program left something behind): either rxe
-# resending its last message for ever (retry_cnt 7, whose ACK from the emulator was lost; the
-# same happens between two kernel peers, README "Server hangs under loss"), or the kernel
-# resending a DREQ no one answers because the emulator's DREP was lost and its process has
-# exited (a known difference: the kernel's CM outlives its processes, cm/README.md item 12).
+# perftest's clock check ("Can't produce a report", TCG jitter) is retried once. When the
+# emulator side has passed and exited and the kernel side resends a DREQ no one answers (the
+# emulator's DREP was lost; a known difference: the kernel's CM outlives its processes,
+# cm/README.md item 12), the kernel side is given 110 s for its DREQ retries to run out (it then
+# sees DISCONNECTED and exits); the row says how long it waited. A run whose kernel side is still
+# running 15 s after the emulator side passed for another reason is repeated at most twice (on a
+# restarted guest when the killed program left something behind): seen, rxe resending its last
+# message for ever (retry_cnt 7, its ACK from the emulator lost; the same happens between two
+# kernel peers, README "Server hangs under loss").
 # The table's result "pass/2" means passed on the second try; the log says why.
 # Wall time: about 9-10 minutes on a 2-core TCG machine (README: "RDMA CM against kernel rdma_cm").
 # Ends with a table and exactly one "stage-result: N passed, N failed" line. CI=true: a missing
@@ -224,17 +226,22 @@ for w in ("emu", "rxe"):
     sel = [d for d in mads if d["who"] == w]
     print(f"FROM {w} ({role(w)}): {counts(sel)}")
 # Retransmissions: the same MAD (sender, attribute, TID, comm IDs, contents) seen again.
-seen, retx = {}, []
+# Printed per sender and message: count and the delay after the previous copy (min-max).
+seen, gaps = {}, {}
 for d in mads:
     k = (d["who"], d["attr"], d["tid"], d["local_comm_id"], d.get("remote_comm_id"), d["detail"])
     if k in seen:
-        retx.append(f"{d['who']} {d['message']} +{d['t'] - seen[k]:.2f} s")
+        gaps.setdefault((d["who"], d["message"]), []).append(d["t"] - seen[k])
     seen[k] = d["t"]
+retx = []
+for (w, msg), g in gaps.items():
+    span = f"+{min(g):.2f} s" if max(g) - min(g) < 0.05 else f"+{min(g):.2f}-{max(g):.2f} s"
+    retx.append(f"{w} {msg}" + (f" x{len(g)}" if len(g) > 1 else "") + f" {span}")
 print("RETX " + (", ".join(retx) if retx else "none"))
 # rxe_after_emu: rxe's resends after the emulator's last packet (nobody left to answer them).
 print(f"RCRETX emu={rc_retx['emu']} rxe={rc_retx['rxe']} "
       f"rxe_after_emu={sum(1 for t in rc_retx_t if t > last_emu)}")
-print(f"RETXN {len(retx)}")
+print(f"RETXN {sum(len(g) for g in gaps.values())}")
 for d in mads:
     extra = f" pd={d['pd_len']}" if "pd_len" in d else ""
     print(f"MAD {d['t']:9.4f} {d['who']}({d['role']}) sport={d['sport']} tid={d['tid']:#x} {d['detail']}{extra}")
@@ -586,7 +593,8 @@ T_PREPARE=$(secs_since "$t0")
 
 # ---- the lab ---------------------------------------------------------------------------------
 GUEST_IP=198.18.0.2 EMU_IP=198.18.0.10
-SERVER_GRACE=15      # seconds one side may outlive its partner's successful exit
+SERVER_GRACE=15      # seconds one side may outlive its partner's exit
+DREQ_GRACE=110       # ... when the kernel side is resending a DREQ nobody answers (run_once)
 LAB_UP=""
 cleanup() {
   [ -n "$LAB_UP" ] || return 0
@@ -678,9 +686,9 @@ run_once() {
       i=$((i + 1)); kill -0 "$epid" 2>/dev/null && [ $i -lt 150 ] || { RC_S=listen; break; }; sleep 0.1; done
     # The NIC opens at the program's first RDMA CM call; it listens right after.
     sleep 0.5
-    [ -n "$RC_S" ] || { t_start=$(now_ms); gid=$("$L" run --bg --timeout "$to" a "${ccmd//@PROBE@//share/cm_probe}"); }
+    [ -n "$RC_S" ] || { t_start=$(now_ms); gid=$("$L" run --bg --timeout "$((to + DREQ_GRACE + 10))" a "${ccmd//@PROBE@//share/cm_probe}"); }
   else
-    gid=$("$L" run --bg --timeout "$to" a "${scmd//@PROBE@//share/cm_probe}")
+    gid=$("$L" run --bg --timeout "$((to + DREQ_GRACE + 10))" a "${scmd//@PROBE@//share/cm_probe}")
     if "$L" run --timeout 30 a "$guest_listen_cmd" >/dev/null 2>&1; then
       t_start=$(now_ms)
       # shellcheck disable=SC2086
@@ -693,7 +701,13 @@ run_once() {
     RC_C=none; return
   fi
   # Wait for both. Once one side ended, the other gets SERVER_GRACE seconds; a REJ row's idle
-  # server is stopped as soon as its client has ended.
+  # server is stopped as soon as its client has ended. When the emulator side passed and the
+  # kernel side is resending a DREQ: the emulator's DREP was lost and its process has exited, and
+  # no one will answer (the kernel's CM would, even after its program exited: cm/README.md item
+  # 12). The kernel program sees DISCONNECTED when its DREQ retries run out (16 x 4096 ms from
+  # the passive side, 16 x 6144 ms from the active side): it gets DREQ_GRACE seconds for that.
+  local grace=$SERVER_GRACE deadline=$((to + 10))
+  DREQ_WAIT=""
   while :; do
     if [ -z "$e_rc" ] && ! kill -0 "$epid" 2>/dev/null; then wait "$epid"; e_rc=$?; fi
     if [ -z "$g_rc" ] && guest_done "$gid"; then g_rc=$(guest_rc "$gid"); fi
@@ -706,8 +720,14 @@ run_once() {
       break
     fi
     if [ -z "$t_first" ] && { [ -n "$e_rc" ] || [ -n "$g_rc" ]; }; then t_first=$(now_ms); fi
-    if { [ -n "$t_first" ] && [ $(( $(now_ms) - t_first )) -ge $((SERVER_GRACE * 1000)) ]; } ||
-       [ $(( $(now_ms) - t_start )) -ge $(( (to + 10) * 1000 )) ]; then
+    if { [ -n "$t_first" ] && [ $(( $(now_ms) - t_first )) -ge $((grace * 1000)) ]; } ||
+       [ $(( $(now_ms) - t_start )) -ge $(( deadline * 1000 )) ]; then
+      if [ "$e_rc" = 0 ] && [ -z "$g_rc" ] && [ "$grace" = "$SERVER_GRACE" ] &&
+         peek_cm "$f" "$dir" | grep -q '^RETX .*rxe DREQ'; then
+        grace=$DREQ_GRACE deadline=$(( ($(now_ms) - t_start) / 1000 + DREQ_GRACE )) DREQ_WAIT=$t_first
+        say "$dir: the kernel side resends a DREQ nobody answers (the emulator exited); waiting up to ${DREQ_GRACE} s for its retries to run out"
+        continue
+      fi
       if [ -z "$g_rc" ]; then
         [ "$dir" = emu-srv ] && guest_kill "${tool_c/@PROBE@/cm_probe}" || guest_kill "${tool_s/@PROBE@/cm_probe}"
         g_rc=killed
@@ -723,6 +743,7 @@ run_once() {
   # The guest's own `timeout -s KILL` exits 137; it kills only the shell, so kill the tool too.
   [ "$g_rc" = 137 ] && { g_rc=killed; guest_kill "${tool_s/@PROBE@/cm_probe}"; guest_kill "${tool_c/@PROBE@/cm_probe}"; }
   [ "$e_rc" = 137 ] && e_rc=killed
+  [ -z "$DREQ_WAIT" ] || DREQ_WAIT="the kernel side ended $(secs_since "$DREQ_WAIT") s after the emulator side: it resent a DREQ whose DREP was lost after the emulator had exited until its retries ran out (cm/README.md item 12)"
   if [ "$dir" = emu-srv ]; then RC_S=$e_rc RC_C=$g_rc; guest_collect "$gid" "$f.client"
   else RC_S=$g_rc RC_C=$e_rc; guest_collect "$gid" "$f.server"; fi
   if [ "$g_rc" = killed ]; then
@@ -758,6 +779,14 @@ check_capture() {
 early_reject() { grep -qsE 'REJECTED; error: 8|UNREACHABLE; error: 1|Unexpected CM event bl blka [78]' "$f.client"; }
 
 . "$HERE/lib/pair.sh"      # for figures()
+# peek_cm F DIR: cm_mads.py on the capture still being written.
+peek_cm() {
+  cp "$RUN_DIR/$ROCE_LAB/capture.pcap" "$1.peek.pcap" 2>/dev/null
+  "$ROCE" decode --json "$1.peek.pcap" >"$1.peek.json" 2>/dev/null
+  python3 "$OUT/cm_mads.py" "$1.peek.json" "$1.peek.pcap" "$EMU_IP" "${2%-srv}" 2>/dev/null
+  rm -f "$1.peek.pcap" "$1.peek.json"
+}
+
 # retry_why (in run_row): why this try is repeated, or nothing.
 #  - perftest's race and clock check (see the top);
 #  - the kernel side still running SERVER_GRACE s after the emulator side passed (at most twice
@@ -765,13 +794,8 @@ early_reject() { grep -qsE 'REJECTED; error: 8|UNREACHABLE; error: 1|Unexpected 
 #    rxe treats retry_cnt 7 (what rdma_cm programs ask for) as "retry forever": when the
 #    emulator's ACK of the kernel side's last message is lost and the emulator has exited, rxe
 #    resends it for ever and the program never returns (README, "Server hangs under loss"; the
-#    same happens between two kernel peers). Or:
-#  - the kernel side still running SERVER_GRACE s after the emulator side passed, retransmitting
-#    a DREQ that nobody answers: the emulator's DREP to it was lost and the emulator's process
-#    has exited. The kernel's CM outlives its processes and answers such a DREQ with a DREP
-#    (timewait, or an unknown connection); the emulator's CM lives in the process, so the kernel
-#    program waits for its DREQ retries to run out (15 x 4096 ms passive, 6144 ms active) before
-#    it sees DISCONNECTED. A known difference (cm/README.md); at most twice per row.
+#    same happens between two kernel peers). (A kernel side resending a DREQ is not retried:
+#    run_once waits for its retries to run out.)
 retry_why() {
   [ "$kind" = ok ] || return 0
   if [ "$RC_C" != 0 ] && early_reject && [ "$tries" -lt 3 ]; then
@@ -780,16 +804,10 @@ retry_why() {
   if [ "$RC_C" != 0 ] && [ "$clock" = 0 ] && grep -qs "Can't produce a report" "$f.server" "$f.client"; then
     echo "perftest clock check"; return
   fi
-  local e_rc r_rc peek
+  local e_rc r_rc
   if [ "$dir" = emu-srv ]; then e_rc=$RC_S r_rc=$RC_C; else e_rc=$RC_C r_rc=$RC_S; fi
   if [ "$e_rc" = 0 ] && [ "$r_rc" = killed ] && [ "$rxehang" -lt 2 ]; then
-    cp "$RUN_DIR/$ROCE_LAB/capture.pcap" "$f.peek.pcap" 2>/dev/null
-    "$ROCE" decode --json "$f.peek.pcap" >"$f.peek.json" 2>/dev/null
-    peek=$(python3 "$OUT/cm_mads.py" "$f.peek.json" "$f.peek.pcap" "$EMU_IP" "${dir%-srv}" 2>/dev/null)
-    rm -f "$f.peek.pcap" "$f.peek.json"
-    if grep -q '^RETX .*rxe DREQ' <<<"$peek"; then
-      echo "rxe retried a DREQ whose DREP was lost after the emulator had exited"
-    elif grep -q '^RCRETX .*rxe_after_emu=[1-9]' <<<"$peek"; then
+    if peek_cm "$f" "$dir" | grep -q '^RCRETX .*rxe_after_emu=[1-9]'; then
       echo "rxe retransmitting to the emulator's QP after the emulator passed and exited (rxe's retry_cnt 7 = forever)"
     else
       echo "rxe side still running ${SERVER_GRACE} s after the emulator side passed"
@@ -826,6 +844,7 @@ run_row() {
     "$L" capture start >/dev/null 2>"$f.capture"
     run_once "$f" "$dir" "$to" "$kind" "$scmd" "$ccmd"
   done
+  [ -z "$DREQ_WAIT" ] || note+="${note:+, }$DREQ_WAIT"
   local exp=(); [ "$expects" = - ] || read -r -a exp <<<"$expects"
   check_capture "$f" "${dir%-srv}" "${exp[@]}"
   local dropped=$(( $(loss_dropped) - d0 ))
