@@ -78,8 +78,10 @@ counters! {
     diag_rkey_wrong_pd,
     /// Inbound RDMA on a region without the remote access it needs.
     diag_remote_no_permission,
-    /// Inbound RDMA outside its region.
+    /// Inbound RDMA outside its region (or memory window).
     diag_remote_out_of_bounds,
+    /// Inbound RDMA through a type 2 memory window bound to another QP.
+    diag_rkey_other_qp,
     /// Inbound RDMA on a QP whose `qp_access_flags` lack the needed flag.
     diag_qp_access,
     /// Local SGE with an unknown or stale lkey.

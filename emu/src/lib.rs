@@ -21,6 +21,7 @@ pub mod diag;
 mod error;
 pub mod gsi;
 pub mod mem;
+mod mw;
 pub mod net;
 mod nic;
 pub(crate) mod qp;

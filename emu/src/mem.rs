@@ -4,7 +4,9 @@
 //!
 //! Keys are `rand(8) << 24 | generation(12) << 12 | index(12)`: the random byte makes keys
 //! unpredictable, the per-slot generation makes a deregistered key fail forever (a slot whose
-//! generation would wrap is retired instead of reused), the index makes lookup O(1).
+//! generation would wrap is retired instead of reused), the index makes lookup O(1). Indexes
+//! stay below 0xF00, so bits 8..11 of a region's key are never all set: that marks a memory
+//! window's key (`mw.rs`).
 use crate::verbs::{AccessFlags, Sge};
 use crate::Pd;
 use rand::Rng;
@@ -148,7 +150,8 @@ pub(crate) enum MemErr {
 
 const INDEX_BITS: u32 = 12;
 const GEN_BITS: u32 = 12;
-const MAX_SLOTS: usize = 1 << INDEX_BITS;
+/// Slot indexes 0xF00.. would give keys with bits 8..11 set, which name memory windows.
+const MAX_SLOTS: usize = 0xF00;
 
 /// The MR table of one NIC.
 #[derive(Default)]

@@ -179,6 +179,7 @@ impl Nic {
                 cqs: Slab::default(),
                 srqs: Slab::default(),
                 ahs: Slab::default(),
+                mws: Default::default(),
                 ctr: Counters::default(),
                 diags: Default::default(),
                 events: VecDeque::new(),
@@ -326,6 +327,7 @@ impl Nic {
             s.users -= 1;
         }
         self.sh.diags.forget(qpn);
+        self.sh.mws.qp_destroyed(qpn);
         self.clean_timers();
         Ok(())
     }
@@ -396,13 +398,17 @@ impl Nic {
                     | WrOpcode::SendWithImm
                     | WrOpcode::RdmaWrite
                     | WrOpcode::RdmaWriteWithImm
+                    | WrOpcode::BindMw
             ),
             QpType::Rc => true,
         };
         if !ok_op || wr.sg_list.len() > qp.cap.max_send_sge as usize {
             return Err(Error::Invalid);
         }
-        let inline = wr.send_flags.contains(SendFlags::INLINE) && !wr.opcode.is_rd_atomic();
+        let local = wr.opcode.is_local();
+        let inline = wr.send_flags.contains(SendFlags::INLINE)
+            && !wr.opcode.is_rd_atomic()
+            && !local;
         let length: u64 = match (inline, inline_data) {
             (true, Some(d)) => d.len() as u64,
             _ => crate::mem::sge_total(wr.sg_list),
@@ -450,6 +456,8 @@ impl Nic {
         }
         let length = if wr.opcode.is_atomic() {
             8
+        } else if local {
+            0
         } else {
             length as u32
         };
@@ -466,12 +474,25 @@ impl Nic {
             av,
             remote_qpn: wr.remote_qpn,
             remote_qkey: wr.remote_qkey,
-            num_sge: if inline { 0 } else { wr.sg_list.len() as u16 },
+            num_sge: if inline || local {
+                0
+            } else {
+                wr.sg_list.len() as u16
+            },
             inline,
             length,
             state: WqeState::Posted,
             ..Default::default()
         };
+        if wr.opcode == WrOpcode::BindMw {
+            let w = &mut qp.sq.wqes[slot];
+            w.inv_rkey = wr.bind.mw_rkey;
+            w.rkey = wr.bind.rkey;
+            w.imm = wr.bind.mr_lkey;
+            w.remote_addr = wr.bind.addr;
+            w.compare_add = wr.bind.length;
+            w.swap = wr.bind.access.0 as u64;
+        }
         qp.sq.tail = t.wrapping_add(1);
         if qp.state == QpState::Err {
             let mut ctx = ctx!(self);

@@ -19,6 +19,9 @@ pub(crate) enum WqeState {
     Error,
 }
 
+/// A BIND_MW WQE keeps its `MwBind` in fields it has no other use for (the WQE stays small):
+/// `inv_rkey` the window's rkey, `rkey` the new rkey, `imm` the region's lkey, `remote_addr`
+/// and `compare_add` the address and length, `swap` the access flags ([`SendWqe::bind`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct SendWqe {
     pub wr_id: u64,
@@ -47,6 +50,20 @@ pub(crate) struct SendWqe {
     /// Bytes of the message already turned into packets.
     pub sent: u32,
     pub has_rd_atomic: bool,
+}
+
+impl SendWqe {
+    /// The bind of a BIND_MW WQE (see the type's note on where it is kept).
+    pub fn bind(&self) -> crate::verbs::MwBind {
+        crate::verbs::MwBind {
+            mw_rkey: self.inv_rkey,
+            rkey: self.rkey,
+            mr_lkey: self.imm,
+            addr: self.remote_addr,
+            length: self.compare_add,
+            access: crate::verbs::AccessFlags(self.swap as u32),
+        }
+    }
 }
 
 /// A ring of send WQEs: `head` = oldest not completed, `req` = next for the requester,

@@ -196,6 +196,10 @@ pub enum WrOpcode {
     AtomicCmpAndSwp = 5,
     /// IBV_WR_ATOMIC_FETCH_AND_ADD
     AtomicFetchAndAdd = 6,
+    /// IBV_WR_LOCAL_INV (a local operation: invalidates a type 2 memory window's rkey)
+    LocalInv = 7,
+    /// IBV_WR_BIND_MW (a local operation: binds a memory window, `SendWr::bind`)
+    BindMw = 8,
     /// IBV_WR_SEND_WITH_INV
     SendWithInv = 9,
 }
@@ -211,6 +215,8 @@ impl WrOpcode {
             4 => WrOpcode::RdmaRead,
             5 => WrOpcode::AtomicCmpAndSwp,
             6 => WrOpcode::AtomicFetchAndAdd,
+            7 => WrOpcode::LocalInv,
+            8 => WrOpcode::BindMw,
             9 => WrOpcode::SendWithInv,
             _ => return None,
         })
@@ -237,6 +243,11 @@ impl WrOpcode {
     pub fn is_rd_atomic(self) -> bool {
         self == WrOpcode::RdmaRead || self.is_atomic()
     }
+    /// A local operation (bind a memory window, local invalidate): executed by the requester
+    /// when it reaches the WQE, no packet, no PSN (rxe `WR_LOCAL_OP_MASK`).
+    pub fn is_local(self) -> bool {
+        matches!(self, WrOpcode::LocalInv | WrOpcode::BindMw)
+    }
     /// Carries immediate data.
     pub fn has_imm(self) -> bool {
         matches!(self, WrOpcode::SendWithImm | WrOpcode::RdmaWriteWithImm)
@@ -249,6 +260,8 @@ impl WrOpcode {
             WrOpcode::RdmaRead => WcOpcode::RdmaRead,
             WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
             WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            WrOpcode::LocalInv => WcOpcode::LocalInv,
+            WrOpcode::BindMw => WcOpcode::BindMw,
         }
     }
 }
@@ -268,6 +281,10 @@ pub enum WcOpcode {
     CompSwap = 3,
     /// IBV_WC_FETCH_ADD
     FetchAdd = 4,
+    /// IBV_WC_BIND_MW
+    BindMw = 5,
+    /// IBV_WC_LOCAL_INV
+    LocalInv = 6,
     /// IBV_WC_RECV
     Recv = 128,
     /// IBV_WC_RECV_RDMA_WITH_IMM
@@ -416,6 +433,37 @@ pub struct SendWr<'a> {
     pub remote_qpn: u32,
     /// `wr.ud.remote_qkey`.
     pub remote_qkey: u32,
+    /// `bind_mw` (IBV_WR_BIND_MW).
+    pub bind: MwBind,
+}
+
+/// `enum ibv_mw_type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+#[repr(u32)]
+pub enum MwType {
+    /// IBV_MW_TYPE_1: bound by `ibv_bind_mw`, not tied to a QP, never invalidated.
+    #[default]
+    Type1 = 1,
+    /// IBV_MW_TYPE_2 (rxe's type 2B): bound by a BIND_MW work request to the QP that posted it,
+    /// invalidated by LOCAL_INV or SEND with invalidate.
+    Type2 = 2,
+}
+
+/// `ibv_send_wr.bind_mw`: which window, its new rkey and `struct ibv_mw_bind_info`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct MwBind {
+    /// The window's current rkey (`bind_mw.mw->rkey`).
+    pub mw_rkey: u32,
+    /// The rkey after the bind (`bind_mw.rkey`): only its low byte, the consumer's key, is used.
+    pub rkey: u32,
+    /// `bind_info.mr->lkey`.
+    pub mr_lkey: u32,
+    /// `bind_info.addr`.
+    pub addr: u64,
+    /// `bind_info.length` (0 unbinds a type 1 window).
+    pub length: u64,
+    /// `bind_info.mw_access_flags`.
+    pub access: AccessFlags,
 }
 
 /// `struct ibv_recv_wr`.
@@ -583,6 +631,7 @@ pub struct DeviceAttr {
     pub max_cq: u32,
     pub max_cqe: u32,
     pub max_mr: u32,
+    pub max_mw: u32,
     pub max_pd: u32,
     pub max_qp_rd_atom: u32,
     pub max_ee_rd_atom: u32,
@@ -618,6 +667,7 @@ impl Default for DeviceAttr {
             max_cq: 16384,
             max_cqe: (1 << 15) - 1,
             max_mr: 2048,
+            max_mw: 4096,
             max_pd: 0x7ffc,
             max_qp_rd_atom: 128,
             max_ee_rd_atom: 0,

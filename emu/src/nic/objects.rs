@@ -21,6 +21,7 @@ impl Nic {
     pub fn dealloc_pd(&mut self, pd: Pd) -> Result<()> {
         self.pds.get(pd.0).ok_or(Error::NotFound)?;
         let used = self.mrs.pd_in_use(pd)
+            || self.sh.mws.pd_in_use(pd)
             || self.qps.values().any(|q| q.pd == pd)
             || self.sh.ahs.iter().any(|(_, a)| a.0 == pd)
             || self.sh.srqs.iter().any(|(_, s)| s.pd == pd);
@@ -57,13 +58,42 @@ impl Nic {
             .ok_or(Error::NoMem)
     }
 
-    /// `ibv_dereg_mr`: the keys never work again.
+    /// `ibv_dereg_mr`: the keys never work again. [`Error::Invalid`] while a memory window is
+    /// bound to the region (IBA 10.6.7.2.6, rxe's `num_mw` check).
     pub fn dereg_mr(&mut self, mr: Mr) -> Result<()> {
+        if self.mrs.get(mr.lkey).is_some() && self.sh.mws.mr_bound(mr.lkey) {
+            return Err(Error::Invalid);
+        }
         if self.mrs.deregister(mr.lkey) {
             Ok(())
         } else {
             Err(Error::NotFound)
         }
+    }
+
+    /// `ibv_alloc_mw`: a window of `ty` in `pd`; returns its rkey (the low byte, the key, is
+    /// random; a type 1 window is valid and bound to nothing, a type 2 window free).
+    pub fn alloc_mw(&mut self, pd: Pd, ty: MwType) -> Result<u32> {
+        self.pds.get(pd.0).ok_or(Error::Invalid)?;
+        if self.sh.mws.live() >= self.cfg.device_attr.max_mw as usize {
+            return Err(Error::NoMem);
+        }
+        self.sh.mws.alloc(&mut self.rng, pd, ty).ok_or(Error::NoMem)
+    }
+
+    /// `ibv_dealloc_mw` of the window `rkey` names (its key byte may be out of date): bound or
+    /// not, it goes, and its rkey never works again (rxe).
+    pub fn dealloc_mw(&mut self, rkey: u32) -> Result<()> {
+        if self.sh.mws.dealloc(rkey) {
+            Ok(())
+        } else {
+            Err(Error::NotFound)
+        }
+    }
+
+    /// The current rkey of the window `rkey` names (a bind changes its key byte).
+    pub fn mw_rkey(&self, rkey: u32) -> Option<u32> {
+        self.sh.mws.rkey_of(rkey)
     }
 
     /// `ibv_create_cq`.

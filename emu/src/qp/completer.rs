@@ -136,6 +136,11 @@ impl Qp {
             }
         }
         self.rearm(now, progress);
+        if self.sq.head != self.sq.req && self.sq.get(self.sq.head).state == WqeState::Done {
+            // local operations executed behind the WQEs just completed (rxe's completer
+            // completes them on its next pass)
+            self.complete_done(ctx);
+        }
         self.check_sq_drained(ctx);
     }
 

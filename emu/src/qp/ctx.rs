@@ -13,6 +13,8 @@ pub(crate) struct Shared {
     pub cqs: Slab<CqState>,
     pub srqs: Slab<SrqState>,
     pub ahs: Slab<(Pd, AhAttr)>,
+    /// Memory windows: bound and invalidated by the engines, so here and not beside the MRs.
+    pub mws: crate::mw::MwTable,
     pub ctr: Counters,
     pub diags: crate::diag::Diags,
     pub events: VecDeque<AsyncEvent>,

@@ -94,6 +94,8 @@ fn next_opcode(t: QpType, op: WrOpcode, cont: bool, fits: bool) -> Opcode {
         WrOpcode::RdmaRead => 0x0C,
         WrOpcode::AtomicCmpAndSwp => 0x13,
         WrOpcode::AtomicFetchAndAdd => 0x14,
+        // local operations never become packets (`Qp::local_op`)
+        WrOpcode::LocalInv | WrOpcode::BindMw => unreachable!("local operation"),
     };
     Opcode::with_transport(transport_of(t), low)
 }
@@ -188,6 +190,18 @@ impl Qp {
                     return None;
                 }
             }
+            if opcode.is_local() {
+                if w.state == WqeState::Posted {
+                    self.local_op(ctx, i);
+                    if self.state == QpState::Err {
+                        return None;
+                    }
+                } else {
+                    // executed before a retry rewound the requester over it
+                    self.sq.req = i.wrapping_add(1);
+                }
+                continue;
+            }
             if opcode.is_rd_atomic() && !w.has_rd_atomic {
                 if self.req.rd_atomic == 0 {
                     return None;
@@ -231,7 +245,9 @@ impl Qp {
     #[cold]
     #[inline(never)]
     fn send_probe(&mut self, ctx: &mut Ctx<'_>, now: Instant, buf: &mut [u8]) -> Option<usize> {
-        if self.sq.head == self.sq.req && self.sq.get(self.sq.head).state == WqeState::Posted {
+        if self.sq.head == self.sq.req && self.sq.get(self.sq.head).state == WqeState::Posted
+            || self.sq.get(self.sq.head).opcode.is_local()
+        {
             return None;
         }
         let (req, psn, noack) = (self.sq.req, self.req.psn, self.req.noack_pkts);
@@ -254,6 +270,37 @@ impl Qp {
         self.req.psn = psn;
         self.req.noack_pkts = noack;
         t
+    }
+
+    /// rxe `rxe_do_local_ops`: executes the BIND_MW or LOCAL_INV WQE `i` when the requester
+    /// reaches it (no packet, no PSN) and completes it in order. A failed bind completes with
+    /// `IBV_WC_MW_BIND_ERR`, a failed invalidate with `IBV_WC_LOC_QP_OP_ERR`, and the QP
+    /// moves to ERR, as in rxe.
+    #[cold]
+    #[inline(never)]
+    fn local_op(&mut self, ctx: &mut Ctx<'_>, i: u32) {
+        let w = *self.sq.get(i);
+        let status = if w.opcode == WrOpcode::BindMw {
+            let mrs = ctx.mrs;
+            match ctx.s.mws.bind(mrs, self.pd, self.qpn, &w.bind()) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::MwBindErr,
+            }
+        } else if ctx.s.mws.invalidate(w.inv_rkey, self.pd, self.qpn, false) {
+            WcStatus::Success
+        } else {
+            WcStatus::LocQpOpErr
+        };
+        self.sq.req = i.wrapping_add(1);
+        let e = self.sq.get_mut(i);
+        if status == WcStatus::Success {
+            e.state = WqeState::Done;
+            self.complete_done(ctx);
+        } else {
+            e.status = status;
+            e.state = WqeState::Error;
+            self.local_error(ctx);
+        }
     }
 
     /// A retry (or the second copy of its first packet) is due: rewind the requester. True

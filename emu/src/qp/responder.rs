@@ -165,7 +165,7 @@ impl Qp {
         }
         let mrs = ctx.mrs;
         let mr = if flags.intersects(OpFlags::READ | OpFlags::WRITE | OpFlags::ATOMIC) {
-            self.check_rkey(mrs, p, payload)?
+            self.check_rkey(mrs, &ctx.s.mws, p, payload)?
         } else {
             None
         };
@@ -193,9 +193,12 @@ impl Qp {
         self.resp.ack_psn = self.resp.psn;
         self.resp.opcode = Some(op);
         if flags.contains(OpFlags::COMP) {
-            if flags.contains(OpFlags::IETH) {
-                // rxe invalidates only fast-registration MRs; user MRs fail (class J).
-                return Err(RespErr::InvalidateRkey);
+            if let Some(i) = p.ieth() {
+                // a type 2 memory window's rkey is invalidated; rxe invalidates no user MR
+                // (only fast-registration MRs, which this device has not): class J.
+                if !ctx.s.mws.invalidate(i.rkey(), self.pd, self.qpn, true) {
+                    return Err(RespErr::InvalidateRkey);
+                }
             }
             // UD: `wc.sl` carries the packet's L3 type as ConnectX reports it (deviation 19).
             let sl = if self.qp_type == QpType::Ud {
@@ -242,10 +245,12 @@ impl Qp {
         }
     }
 
-    /// rxe `check_rkey`; returns the MR and the region offset of the bytes this packet touches.
+    /// rxe `check_rkey`; returns the MR and the region offset of the bytes this packet touches
+    /// (through a memory window's rkey: the region it is bound to).
     fn check_rkey<'m>(
         &mut self,
         mrs: &'m crate::mem::MrTable,
+        mws: &crate::mw::MwTable,
         p: &Pkt<'_>,
         payload: u32,
     ) -> Result<Option<(&'m MrEntry, usize)>, RespErr> {
@@ -283,9 +288,17 @@ impl Qp {
             access = AccessFlags::REMOTE_ATOMIC;
         }
         let va = self.resp.va.wrapping_add(self.resp.offset as u64);
-        let (e, off) = mrs
-            .check(self.resp.rkey, self.pd, access, va, self.resp.resid as u64)
-            .map_err(|_| RespErr::RkeyViolation)?;
+        let (e, off) = resolve_rkey(
+            mrs,
+            mws,
+            self.resp.rkey,
+            self.pd,
+            self.qpn,
+            access,
+            va,
+            self.resp.resid,
+        )
+        .map_err(|_| RespErr::RkeyViolation)?;
         if flags.contains(OpFlags::WRITE) {
             let resid = self.resp.resid;
             let pad = p.bth().pad_cnt() as u32;
@@ -602,6 +615,27 @@ fn build_grh(out: &mut [u8; 40], m: &RxMeta, transport_len: usize) {
             out[24..40].copy_from_slice(&d.octets());
         }
         _ => {}
+    }
+}
+
+/// The region and offset of `[va, va + len)` for a remote access with `rkey` on QP `qpn`: a
+/// memory region's key, or a memory window's (`mw.rs`).
+#[inline]
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn resolve_rkey<'m>(
+    mrs: &'m crate::mem::MrTable,
+    mws: &crate::mw::MwTable,
+    rkey: u32,
+    pd: crate::Pd,
+    qpn: u32,
+    access: AccessFlags,
+    va: u64,
+    len: u32,
+) -> Result<(&'m MrEntry, usize), MemErr> {
+    if crate::mw::is_mw_key(rkey) {
+        mws.resolve(mrs, rkey, pd, qpn, access, va, len as u64)
+    } else {
+        mrs.check(rkey, pd, access, va, len as u64)
     }
 }
 

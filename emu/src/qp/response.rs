@@ -99,12 +99,15 @@ impl Qp {
                     r.set_payload_len(payload as usize);
                     let len = super::requester::emit_headers(&r, buf)?;
                     if payload > 0 {
-                        match ctx.mrs.check(
+                        match super::responder::resolve_rkey(
+                            ctx.mrs,
+                            &ctx.s.mws,
                             rkey,
                             self.pd,
+                            self.qpn,
                             AccessFlags::REMOTE_READ,
                             va,
-                            payload as u64,
+                            payload,
                         ) {
                             Ok((e, off)) => {
                                 let h = r.header_len();

@@ -57,9 +57,13 @@ impl Qp {
             AccessFlags::REMOTE_ATOMIC
         };
         let va = self.resp.va.wrapping_add(self.resp.offset as u64);
-        ctx.mrs
-            .classify(self.resp.rkey, self.pd, access, va, self.resp.resid as u64)
-            .unwrap_or(KeyFault::Unknown)
+        let (key, len) = (self.resp.rkey, self.resp.resid as u64);
+        if crate::mw::is_mw_key(key) {
+            ctx.mws.classify(key, self.pd, self.qpn, access, va, len)
+        } else {
+            ctx.mrs.classify(key, self.pd, access, va, len)
+        }
+        .unwrap_or(KeyFault::Unknown)
     }
 
     /// rxe's error states of the responder.
