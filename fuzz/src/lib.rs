@@ -213,7 +213,8 @@ fn transport_round_trip(t: &[u8]) {
         p.immdt(),
         p.ieth(),
         p.xrc_srqn(),
-        p.feth(),
+        p.feth().map(|f| f.raw()),
+        p.atomic_write_data(),
         p.icrc(),
         p.without_icrc(),
     );

@@ -38,6 +38,7 @@ pub mod cma;
 pub mod cnp;
 pub mod deth;
 mod error;
+pub mod feth;
 pub mod field;
 pub mod icrc;
 pub mod ieth;

@@ -4,7 +4,7 @@
 //! [`Repr`] is the parsed meaning of a well-formed packet and can emit it again byte for byte.
 use crate::field::{put16, put24, put32, put64};
 use crate::opcode::{hdr_len, offsets_of, Offsets, OpFlags, OpInfo, Opcode, Support};
-use crate::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, rdeth, reth};
+use crate::{aeth, atomic_ack_eth, atomic_eth, bth, deth, feth, ieth, immdt, rdeth, reth};
 use crate::{field, Error, Result, ICRC_LEN};
 use core::fmt;
 
@@ -167,12 +167,22 @@ impl<T: AsRef<[u8]>> Packet<T> {
             .xrceth
             .map(|o| field::u24_at(self.buffer.as_ref(), o + 1..o + 4))
     }
-    /// FETH, when the opcode carries one.
+    /// FETH, when the opcode carries one (FLUSH).
     #[inline]
-    pub fn feth(&self) -> Option<u32> {
-        offsets_of(self.opcode())
-            .feth
-            .map(|o| field::u32_at(self.buffer.as_ref(), o..o + 4))
+    pub fn feth(&self) -> Option<feth::Packet<&[u8]>> {
+        self.at(offsets_of(self.opcode()).feth)
+            .map(feth::Packet::new_unchecked)
+    }
+    /// The 8-byte value an ATOMIC WRITE carries as its payload, when this is one and its
+    /// payload is exactly 8 bytes (IBA 1.5: an ATOMIC WRITE always carries 8 bytes; anything
+    /// else is a malformed request, `None` here).
+    #[inline]
+    pub fn atomic_write_data(&self) -> Option<u64> {
+        if !self.info().flags.contains(OpFlags::ATOMIC_WRITE) || self.payload_len() != 8 {
+            return None;
+        }
+        let o = self.payload_offset();
+        Some(field::u64_at(self.buffer.as_ref(), o..o + 8))
     }
 
     /// Offset of the payload.
@@ -235,8 +245,8 @@ pub struct Repr {
     pub deth: Option<deth::Repr>,
     /// XRCETH, the raw 32-bit word (XRC requests).
     pub xrceth: Option<u32>,
-    /// FETH, the raw 32-bit word (FLUSH).
-    pub feth: Option<u32>,
+    /// FETH (FLUSH).
+    pub feth: Option<feth::Repr>,
     /// RETH.
     pub reth: Option<reth::Repr>,
     /// AtomicETH.
@@ -377,7 +387,7 @@ impl Repr {
         };
         self.feth = if f.contains(OpFlags::FETH) {
             at += hdr_len::FETH;
-            Some(be32(h, at - 4))
+            Some(feth::Repr::from_raw(be32(h, at - 4)))
         } else {
             None
         };
@@ -511,7 +521,7 @@ impl Repr {
                 at += hdr_len::XRCETH;
             }
             if f.contains(OpFlags::FETH) {
-                put32(h, at, self.feth.unwrap_or(0));
+                put32(h, at, self.feth.unwrap_or_default().to_raw());
                 at += hdr_len::FETH;
             }
             if f.contains(OpFlags::RETH) {
@@ -623,7 +633,7 @@ impl fmt::Display for Repr {
             write!(f, " XRCETH(srqn={:#x})", x & 0xFF_FFFF)?;
         }
         if let Some(x) = self.feth {
-            write!(f, " FETH({x:#x})")?;
+            write!(f, " {x}")?;
         }
         if let Some(r) = self.reth {
             write!(

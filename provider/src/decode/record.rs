@@ -5,7 +5,7 @@
 use super::cm::Mad;
 use roce_wire::frame::{fmt_mac, RoceFrame, RoceVersion, Verdict};
 use roce_wire::opcode::{hdr_len, Offsets};
-use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, ieth, immdt, mad, rdeth, reth};
+use roce_wire::{aeth, atomic_ack_eth, atomic_eth, bth, deth, feth, ieth, immdt, mad, rdeth, reth};
 use roce_wire::{transport, Error, Opcode, Support, ICRC_LEN};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -55,6 +55,17 @@ pub struct AtomicEth {
     pub compare: u64,
 }
 
+/// FETH fields (RDMA FLUSH).
+#[derive(Debug, Clone, Serialize)]
+pub struct Feth {
+    /// Placement type bits (1 global visibility, 2 persistence).
+    pub placement_type: u8,
+    /// Selectivity level (0 the RETH's range, 1 the whole region).
+    pub selectivity_level: u8,
+    /// Reserved bits 31:6 (0 from a correct sender).
+    pub reserved: u32,
+}
+
 /// Extension headers present (and captured) in a packet.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Extensions {
@@ -67,9 +78,9 @@ pub struct Extensions {
     /// XRCETH SRQ number.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub xrc_srqn: Option<u32>,
-    /// FETH raw word.
+    /// FETH.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub feth: Option<u32>,
+    pub feth: Option<Feth>,
     /// RETH.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reth: Option<Reth>,
@@ -88,6 +99,9 @@ pub struct Extensions {
     /// IETH R_Key to invalidate.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub ieth_rkey: Option<u32>,
+    /// The 8-byte value of an ATOMIC WRITE (its payload, when it is 8 bytes and captured).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub atomic_write_data: Option<u64>,
 }
 
 /// BTH fields.
@@ -199,7 +213,14 @@ fn extensions(t: &[u8], o: &Offsets) -> Extensions {
         }),
         xrc_srqn: take(t, o.xrceth, hdr_len::XRCETH)
             .map(|b| u32::from_be_bytes([0, b[1], b[2], b[3]])),
-        feth: take(t, o.feth, hdr_len::FETH).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])),
+        feth: take(t, o.feth, hdr_len::FETH).map(|b| {
+            let f = feth::Packet::new_unchecked(b);
+            Feth {
+                placement_type: f.placement_type(),
+                selectivity_level: f.selectivity_level(),
+                reserved: f.reserved(),
+            }
+        }),
         reth: take(t, o.reth, hdr_len::RETH).map(|b| {
             let r = reth::Packet::new_unchecked(b);
             Reth {
@@ -229,6 +250,7 @@ fn extensions(t: &[u8], o: &Offsets) -> Extensions {
             .map(|b| atomic_ack_eth::Packet::new_unchecked(b).orig()),
         immdt: take(t, o.immdt, hdr_len::IMMDT).map(|b| immdt::Packet::new_unchecked(b).imm()),
         ieth_rkey: take(t, o.ieth, hdr_len::IETH).map(|b| ieth::Packet::new_unchecked(b).rkey()),
+        atomic_write_data: None,
     }
 }
 
@@ -334,6 +356,11 @@ impl PacketRecord {
                 r.payload_len = f
                     .transport_len
                     .checked_sub(o.payload + b.pad_cnt() as usize + ICRC_LEN);
+                if info.flags.contains(roce_wire::OpFlags::ATOMIC_WRITE) && r.payload_len == Some(8)
+                {
+                    r.ext.atomic_write_data = take(t, Some(o.payload), 8)
+                        .map(|v| u64::from_be_bytes(v.try_into().expect("8 bytes")));
+                }
                 let ud_send =
                     op == Opcode::UD_SEND_ONLY || op == Opcode::UD_SEND_ONLY_WITH_IMMEDIATE;
                 if ud_send && b.dest_qp() == mad::GSI_QPN {
@@ -442,8 +469,13 @@ impl PacketRecord {
         if let Some(v) = e.xrc_srqn {
             let _ = write!(s, " XRCETH(srqn={v:#x})");
         }
-        if let Some(v) = e.feth {
-            let _ = write!(s, " FETH({v:#x})");
+        if let Some(f) = &e.feth {
+            let r = feth::Repr {
+                placement_type: f.placement_type,
+                selectivity_level: f.selectivity_level,
+                resv: f.reserved,
+            };
+            let _ = write!(s, " {r}");
         }
         if let Some(r) = &e.reth {
             let _ = write!(
@@ -470,6 +502,9 @@ impl PacketRecord {
         }
         if let Some(v) = e.ieth_rkey {
             let _ = write!(s, " IETH(rkey={v:#x})");
+        }
+        if let Some(v) = e.atomic_write_data {
+            let _ = write!(s, " AtomicWrite(data={v:#018x})");
         }
     }
 }

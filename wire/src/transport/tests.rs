@@ -25,7 +25,9 @@ fn every_opcode_roundtrips() {
             src_qp: 0x22,
         });
         r.xrceth = o.xrceth.map(|_| 0x33);
-        r.feth = o.feth.map(|_| 0x11);
+        r.feth = o
+            .feth
+            .map(|_| feth::Repr::new(feth::PLACEMENT_GLOBAL, feth::SELECT_MR));
         r.reth = o.reth.map(|_| reth::Repr {
             va: 0x1000,
             rkey: 0xabcd,
@@ -95,7 +97,7 @@ fn view_parse(p: &Packet<&[u8]>) -> Result<Repr> {
         .offsets()
         .xrceth
         .map(|at| field::u32_at(p.buffer, at..at + 4));
-    r.feth = p.feth();
+    r.feth = p.feth().map(|v| feth::Repr::parse(&v).unwrap());
     r.reth = p.reth().map(|v| reth::Repr::parse(&v).unwrap());
     r.atomic_eth = p.atomic_eth().map(|v| atomic_eth::Repr::parse(&v).unwrap());
     r.aeth = p.aeth().map(|v| aeth::Repr::parse(&v).unwrap());
@@ -134,7 +136,9 @@ fn view_emit(r: &Repr, b: &mut [u8]) {
         field::set_u32(s, 0..4, r.xrceth.unwrap_or(0))
     });
     put(o.feth, &mut |s| {
-        field::set_u32(s, 0..4, r.feth.unwrap_or(0))
+        r.feth
+            .unwrap_or_default()
+            .emit(&mut feth::Packet::new_unchecked(s))
     });
     put(o.reth, &mut |s| {
         r.reth
@@ -195,7 +199,7 @@ fn fast_parse_and_emit_match_the_views() {
         ee_context: 2,
     });
     last.xrceth = Some(3);
-    last.feth = Some(4);
+    last.feth = Some(feth::Repr::from_raw(4));
     for i in 0..200_000u32 {
         let op = (i & 0xFF) as u8;
         let hdr = Opcode(op).info().hdr_len as usize;
@@ -330,7 +334,8 @@ proptest::proptest! {
     fn arbitrary_bytes_never_panic(data in proptest::collection::vec(proptest::num::u8::ANY, 0..128)) {
         if let Ok(p) = Packet::new_checked(&data[..]) {
             let _ = (p.payload(), p.icrc(), p.deth(), p.reth(), p.aeth(), p.atomic_eth(),
-                     p.atomic_ack_eth(), p.immdt(), p.ieth(), p.rdeth(), p.xrc_srqn(), p.feth());
+                     p.atomic_ack_eth(), p.immdt(), p.ieth(), p.rdeth(), p.xrc_srqn(), p.feth().map(|f| (f.placement_type(), f.selectivity_level(), f.reserved())),
+                     p.atomic_write_data());
             if let Ok(r) = Repr::parse(&p) {
                 let mut out = std::vec![0u8; r.buffer_len()];
                 r.emit(&mut Packet::new_unchecked(&mut out[..]));
@@ -339,4 +344,76 @@ proptest::proptest! {
             }
         }
     }
+}
+
+/// RDMA FLUSH and ATOMIC WRITE (IBA 1.5) byte for byte: FLUSH is BTH, FETH, RETH and no
+/// payload (32 bytes, rxe_opcode.c's length); ATOMIC WRITE is BTH, RETH and an 8-byte payload
+/// (28 + 8), the value big-endian as the requester's `atomic_wr` bytes go on the wire.
+#[test]
+fn flush_and_atomic_write_golden_bytes() {
+    #[rustfmt::skip]
+    let flush: [u8; 36] = [
+        0x1C, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x64, // BTH, A, PSN 100
+        0x00, 0x00, 0x00, 0x11,                                                 // FETH: MR, global
+        0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x10, 0x00,                         // RETH VA
+        0x00, 0x00, 0x12, 0x34, 0x00, 0x00, 0x00, 0x40,                         // R_Key, length 64
+        0xAA, 0xBB, 0xCC, 0xDD,                                                 // ICRC (not checked)
+    ];
+    let p = Packet::new_checked(&flush[..]).unwrap();
+    p.check_well_formed().unwrap();
+    let f = p.feth().unwrap();
+    assert_eq!(
+        (f.placement_type(), f.selectivity_level()),
+        (feth::PLACEMENT_GLOBAL, feth::SELECT_MR)
+    );
+    let r = Repr::parse(&p).unwrap();
+    assert_eq!(
+        r.feth,
+        Some(feth::Repr::new(feth::PLACEMENT_GLOBAL, feth::SELECT_MR))
+    );
+    assert_eq!(
+        r.reth,
+        Some(reth::Repr {
+            va: 0x7F00_0000_1000,
+            rkey: 0x1234,
+            dma_len: 64
+        })
+    );
+    assert_eq!((r.payload_len, p.atomic_write_data()), (0, None));
+    let mut out = [0u8; 36];
+    out[32..].copy_from_slice(&flush[32..]);
+    assert_eq!(r.emit_into(&mut out), Some(36));
+    assert_eq!(out, flush);
+    assert!(r
+        .to_string()
+        .contains("FETH(global mr) RETH(va=0x7f0000001000 rkey=0x1234 len=64)"));
+    // a FLUSH with payload is malformed (oA19-2: no payload)
+    let mut long = flush.to_vec();
+    long.splice(32..32, [0u8; 4]);
+    assert_eq!(
+        Repr::parse(&Packet::new_checked(&long[..]).unwrap()),
+        Err(Error::BadLength)
+    );
+
+    #[rustfmt::skip]
+    let aw: [u8; 40] = [
+        0x1D, 0x00, 0xFF, 0xFF, 0x00, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x65, // BTH, A, PSN 101
+        0x00, 0x00, 0x7F, 0x00, 0x00, 0x00, 0x10, 0x08,                         // RETH VA
+        0x00, 0x00, 0x12, 0x34, 0x00, 0x00, 0x00, 0x08,                         // R_Key, length 8
+        0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07, 0x08,                         // the value
+        0xAA, 0xBB, 0xCC, 0xDD,
+    ];
+    let p = Packet::new_checked(&aw[..]).unwrap();
+    p.check_well_formed().unwrap();
+    assert_eq!(p.atomic_write_data(), Some(0x0102_0304_0506_0708));
+    let r = Repr::parse(&p).unwrap();
+    assert_eq!((r.payload_len, r.bth.pad_cnt, r.feth), (8, 0, None));
+    assert_eq!(r.reth.unwrap().dma_len, 8);
+    // only an 8-byte payload is an ATOMIC WRITE value
+    let mut short = aw.to_vec();
+    short.drain(32..36);
+    assert_eq!(
+        Packet::new_checked(&short[..]).unwrap().atomic_write_data(),
+        None
+    );
 }
