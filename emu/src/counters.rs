@@ -110,6 +110,8 @@ counters! {
     diag_recv_too_small,
     /// NAK invalid request: an atomic at an address not 8-byte aligned.
     diag_atomic_misaligned,
+    /// NAK invalid request: an ATOMIC WRITE of other than 8 bytes.
+    diag_atomic_write_length,
     /// NAK invalid request: a READ/atomic on a QP with `max_dest_rd_atomic` 0.
     diag_no_dest_rd_atomic,
     /// A QP with `retry_cnt` 7 made no progress for a minute (once per stall).

@@ -116,8 +116,10 @@ pub enum BadRequest {
     RecvTooSmall,
     /// An atomic whose remote address is not 8-byte aligned.
     AtomicMisaligned,
-    /// An RDMA READ or atomic on a QP whose `max_dest_rd_atomic` is 0.
+    /// An RDMA READ, atomic, FLUSH or ATOMIC WRITE on a QP whose `max_dest_rd_atomic` is 0.
     NoDestRdAtomic,
+    /// An ATOMIC WRITE whose RETH length or payload is not exactly 8 bytes (IBA 1.5).
+    AtomicWriteLength,
 }
 
 /// One classic verbs mistake.
@@ -234,6 +236,7 @@ impl Diagnostic {
                 BadRequest::RecvTooSmall => "diag_recv_too_small",
                 BadRequest::AtomicMisaligned => "diag_atomic_misaligned",
                 BadRequest::NoDestRdAtomic => "diag_no_dest_rd_atomic",
+                BadRequest::AtomicWriteLength => "diag_atomic_write_length",
             },
             Diagnostic::RetryingForever { .. } => "diag_retrying_forever",
             Diagnostic::AddressVector { .. } => "diag_bad_av",
@@ -408,6 +411,7 @@ impl Diagnostic {
                 BadRequest::RecvTooSmall => &mut c.diag_recv_too_small,
                 BadRequest::AtomicMisaligned => &mut c.diag_atomic_misaligned,
                 BadRequest::NoDestRdAtomic => &mut c.diag_no_dest_rd_atomic,
+                BadRequest::AtomicWriteLength => &mut c.diag_atomic_write_length,
             },
             Diagnostic::RetryingForever { .. } => &mut c.diag_retrying_forever,
             Diagnostic::AddressVector { .. } => &mut c.diag_bad_av,
@@ -458,12 +462,17 @@ fn bad_request(b: &BadRequest) -> String {
         ),
         BadRequest::AtomicMisaligned => format!(
             "an incoming atomic operation's remote address is not 8-byte aligned {NAK}. The peer's \
-             remote_addr for compare-and-swap and fetch-and-add must be a multiple of 8"
+             remote_addr for compare-and-swap, fetch-and-add and ATOMIC WRITE must be a multiple \
+             of 8"
         ),
         BadRequest::NoDestRdAtomic => format!(
             "an incoming RDMA READ or atomic was refused because this QP's max_dest_rd_atomic is 0 \
              {NAK}. Set max_dest_rd_atomic (IBV_QP_MAX_DEST_RD_ATOMIC) to at least the peer's \
              max_rd_atomic when moving this QP to RTR"
+        ),
+        BadRequest::AtomicWriteLength => format!(
+            "an incoming ATOMIC WRITE did not carry exactly 8 bytes (its RETH length and payload \
+             must both be 8) {NAK}. This is a non-conforming or hostile requester"
         ),
     }
 }

@@ -29,6 +29,11 @@ pub trait MemoryRegion: Send + Sync {
     fn atomic_cmp_swap(&self, off: usize, cmp: u64, swap: u64) -> u64;
     /// Atomically: `old = *off; *off = old + add; old` on a host-endian u64.
     fn atomic_fetch_add(&self, off: usize, add: u64) -> u64;
+    /// Stores the host-endian u64 `v` at `off` as one 8-byte store (IBA 1.5 ATOMIC WRITE).
+    /// The default writes the 8 bytes; a region other threads read directly overrides it.
+    fn atomic_write(&self, off: usize, v: u64) {
+        self.write(off, &v.to_ne_bytes())
+    }
 }
 
 /// Copies a scatter/gather list into WQE storage of the same length. One SGE (the common case)

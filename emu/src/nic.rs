@@ -406,11 +406,14 @@ impl Nic {
             return Err(Error::Invalid);
         }
         let local = wr.opcode.is_local();
+        // FLUSH and ATOMIC WRITE carry no gather list: a length and an 8-byte value
+        let no_sges = local || wr.opcode.is_flush_or_atomic_write();
         let inline = wr.send_flags.contains(SendFlags::INLINE)
-            && !wr.opcode.is_rd_atomic()
+            && !wr.opcode.takes_rd_atomic_credit()
             && !local;
         let length: u64 = match (inline, inline_data) {
             (true, Some(d)) => d.len() as u64,
+            _ if wr.opcode == WrOpcode::Flush => wr.flush.length as u64,
             _ => crate::mem::sge_total(wr.sg_list),
         };
         if wr.opcode.is_atomic() && (wr.remote_addr & 7 != 0 || length < 8) {
@@ -454,7 +457,7 @@ impl Nic {
                 wr.sg_list,
             );
         }
-        let length = if wr.opcode.is_atomic() {
+        let length = if wr.opcode.is_atomic() || wr.opcode == WrOpcode::AtomicWrite {
             8
         } else if local {
             0
@@ -474,7 +477,7 @@ impl Nic {
             av,
             remote_qpn: wr.remote_qpn,
             remote_qkey: wr.remote_qkey,
-            num_sge: if inline || local {
+            num_sge: if inline || no_sges {
                 0
             } else {
                 wr.sg_list.len() as u16
@@ -484,6 +487,11 @@ impl Nic {
             state: WqeState::Posted,
             ..Default::default()
         };
+        if wr.opcode == WrOpcode::Flush {
+            // the FETH word, in a field a FLUSH has no other use for
+            let feth = roce_wire::feth::Repr::new(wr.flush.placement_type, wr.flush.level);
+            qp.sq.wqes[slot].imm = feth.to_raw();
+        }
         if wr.opcode == WrOpcode::BindMw {
             let w = &mut qp.sq.wqes[slot];
             w.inv_rkey = wr.bind.mw_rkey;

@@ -50,6 +50,11 @@ flags! {
         ZERO_BASED = 32;
         /// IBV_ACCESS_ON_DEMAND
         ON_DEMAND = 64;
+        /// IBV_ACCESS_FLUSH_GLOBAL (RDMA FLUSH for global visibility may target the region)
+        FLUSH_GLOBAL = 1 << 8;
+        /// IBV_ACCESS_FLUSH_PERSISTENT (RDMA FLUSH for persistence; only persistent memory,
+        /// which this device has none of)
+        FLUSH_PERSISTENT = 1 << 9;
     }
 }
 
@@ -202,6 +207,11 @@ pub enum WrOpcode {
     BindMw = 8,
     /// IBV_WR_SEND_WITH_INV
     SendWithInv = 9,
+    /// IBV_WR_FLUSH (IBA 1.5 RDMA FLUSH, RC: `SendWr::flush`, `remote_addr`, `rkey`)
+    Flush = 14,
+    /// IBV_WR_ATOMIC_WRITE (IBA 1.5, RC: the 8 bytes of `compare_add`, host order, written
+    /// at `remote_addr` as one store)
+    AtomicWrite = 15,
 }
 
 impl WrOpcode {
@@ -218,6 +228,8 @@ impl WrOpcode {
             7 => WrOpcode::LocalInv,
             8 => WrOpcode::BindMw,
             9 => WrOpcode::SendWithInv,
+            14 => WrOpcode::Flush,
+            15 => WrOpcode::AtomicWrite,
             _ => return None,
         })
     }
@@ -239,9 +251,19 @@ impl WrOpcode {
             WrOpcode::AtomicCmpAndSwp | WrOpcode::AtomicFetchAndAdd
         )
     }
-    /// READ or atomic (takes an initiator depth credit).
+    /// READ or atomic: answered with data (a READ response or an atomic ACK), never
+    /// completed by a plain or implicit ACK.
     pub fn is_rd_atomic(self) -> bool {
         self == WrOpcode::RdmaRead || self.is_atomic()
+    }
+    /// RDMA FLUSH or ATOMIC WRITE (IBA 1.5): answered by a zero-length RDMA READ response.
+    pub fn is_flush_or_atomic_write(self) -> bool {
+        matches!(self, WrOpcode::Flush | WrOpcode::AtomicWrite)
+    }
+    /// Takes an initiator depth (`max_rd_atomic`) credit and a responder resource: READ,
+    /// atomics, ATOMIC WRITE (as rxe) and FLUSH (rxe: none; emu README, deviations).
+    pub fn takes_rd_atomic_credit(self) -> bool {
+        self.is_rd_atomic() || self.is_flush_or_atomic_write()
     }
     /// A local operation (bind a memory window, local invalidate): executed by the requester
     /// when it reaches the WQE, no packet, no PSN (rxe `WR_LOCAL_OP_MASK`).
@@ -260,6 +282,8 @@ impl WrOpcode {
             WrOpcode::RdmaRead => WcOpcode::RdmaRead,
             WrOpcode::AtomicCmpAndSwp => WcOpcode::CompSwap,
             WrOpcode::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            WrOpcode::Flush => WcOpcode::Flush,
+            WrOpcode::AtomicWrite => WcOpcode::AtomicWrite,
             WrOpcode::LocalInv => WcOpcode::LocalInv,
             WrOpcode::BindMw => WcOpcode::BindMw,
         }
@@ -285,6 +309,10 @@ pub enum WcOpcode {
     BindMw = 5,
     /// IBV_WC_LOCAL_INV
     LocalInv = 6,
+    /// IBV_WC_FLUSH (rdma-core 45+; kernel `IB_UVERBS_WC_FLUSH`)
+    Flush = 8,
+    /// IBV_WC_ATOMIC_WRITE
+    AtomicWrite = 9,
     /// IBV_WC_RECV
     Recv = 128,
     /// IBV_WC_RECV_RDMA_WITH_IMM
@@ -435,6 +463,19 @@ pub struct SendWr<'a> {
     pub remote_qkey: u32,
     /// `bind_mw` (IBV_WR_BIND_MW).
     pub bind: MwBind,
+    /// What an RDMA FLUSH asks for (IBV_WR_FLUSH).
+    pub flush: FlushWr,
+}
+
+/// `ibv_wr_flush`'s arguments besides the key and address: the RETH length and the FETH.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct FlushWr {
+    /// Bytes from `remote_addr` (ignored by the responder for [`FlushWr::level`] MR).
+    pub length: u32,
+    /// Placement type: `IBV_FLUSH_GLOBAL` (1), `IBV_FLUSH_PERSISTENT` (2), or both.
+    pub placement_type: u8,
+    /// Selectivity level: `IBV_FLUSH_RANGE` (0) or `IBV_FLUSH_MR` (1).
+    pub level: u8,
 }
 
 /// `enum ibv_mw_type`.

@@ -47,6 +47,11 @@ impl Nic {
         {
             return Err(Error::Invalid);
         }
+        // rxe refuses IBV_ACCESS_FLUSH_PERSISTENT on every page that is not persistent memory
+        // (`is_pmem_page`, EINVAL); this device's regions are ordinary memory
+        if access.contains(AccessFlags::FLUSH_PERSISTENT) {
+            return Err(Error::Invalid);
+        }
         if iova.checked_add(mem.len() as u64).is_none() {
             return Err(Error::Invalid);
         }

@@ -397,6 +397,22 @@ impl Qp {
                 if op != Opcode::RC_RDMA_READ_RESPONSE_MIDDLE && !is_ack {
                     return CompSt::Error;
                 }
+                if w.opcode.is_flush_or_atomic_write() {
+                    // IBA 1.5: a FLUSH or ATOMIC WRITE is answered by one zero-length READ
+                    // response (rxe's completer: COMPST_READ for a FLUSH, WRITE_SEND for an
+                    // ATOMIC WRITE, both ending in COMP_ACK). Any other read response is not
+                    // one of its answers.
+                    if op != Opcode::RC_RDMA_READ_RESPONSE_ONLY || p.payload_len() != 0 {
+                        self.sq.get_mut(h).status = WcStatus::FatalErr;
+                        return CompSt::Error;
+                    }
+                    self.reset_retry_counters();
+                    return if w.state == WqeState::Pending && w.last_psn == psn {
+                        CompSt::CompAck
+                    } else {
+                        CompSt::UpdateComp
+                    };
+                }
                 if w.opcode != WrOpcode::RdmaRead {
                     self.sq.get_mut(h).status = WcStatus::FatalErr;
                     return CompSt::Error;

@@ -170,11 +170,14 @@ impl Default for CompState {
     }
 }
 
-/// A responder resource: what a duplicate READ or atomic needs to be replayed.
+/// A responder resource: what a duplicate READ, atomic, FLUSH or ATOMIC WRITE needs to be
+/// replayed.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Resource {
     pub valid: bool,
     pub atomic: bool,
+    /// A FLUSH or ATOMIC WRITE: replayed as a zero-length READ response, never re-executed.
+    pub ack_only: bool,
     pub first_psn: Psn,
     pub last_psn: Psn,
     pub va: u64,
@@ -562,6 +565,13 @@ impl Qp {
         // (the fields the completion needs, not a copy of the whole WQE)
         let w = self.sq.get(h);
         let (status, opcode) = (w.status, w.opcode);
+        if w.has_rd_atomic {
+            // a FLUSH or ATOMIC WRITE completed by a later ACK (implicitly, as rxe completes
+            // it) still holds its initiator depth credit (rxe leaks it)
+            self.sq.get_mut(h).has_rd_atomic = false;
+            self.req.rd_atomic += 1;
+        }
+        let w = self.sq.get(h);
         let post =
             self.sq_sig_all || w.flags.contains(SendFlags::SIGNALED) || status != WcStatus::Success;
         if post {

@@ -57,6 +57,11 @@ impl RequestHeaders<'_> {
             put24(b, at + 5, self.src_qp);
             at += hdr_len::DETH;
         }
+        if f.contains(OpFlags::FETH) {
+            // a FLUSH WQE keeps its FETH word in `imm`
+            put32(b, at, w.imm);
+            at += hdr_len::FETH;
+        }
         if f.contains(OpFlags::RETH) {
             put64(b, at, w.remote_addr.wrapping_add(w.sent as u64));
             put32(b, at + 8, w.rkey);
@@ -103,6 +108,9 @@ mod test {
         b.se = h.se;
         b.ack_req = h.ack_req;
         let mut r = Repr::new(b);
+        if flags.contains(OpFlags::FETH) {
+            r.feth = Some(roce_wire::feth::Repr::from_raw(w.imm));
+        }
         if flags.contains(OpFlags::RETH) {
             r.reth = Some(reth::Repr {
                 va: w.remote_addr.wrapping_add(w.sent as u64),
@@ -142,6 +150,7 @@ mod test {
     #[test]
     fn same_bytes_as_repr_emit_for_every_request_opcode() {
         let ops = [
+            WrOpcode::Flush,
             WrOpcode::Send,
             WrOpcode::AtomicCmpAndSwp,
             WrOpcode::AtomicFetchAndAdd,
@@ -152,7 +161,9 @@ mod test {
             for low in 0..0x20u8 {
                 let op = Opcode(t | low);
                 // what `next_opcode` produces: SEND/WRITE/READ/atomics/SEND with invalidate
-                let requester_op = matches!(low, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17);
+                // ... and FLUSH, ATOMIC WRITE
+                let requester_op =
+                    matches!(low, 0x00..=0x0C | 0x13 | 0x14 | 0x16 | 0x17 | 0x1C | 0x1D);
                 if !requester_op || !op.flags().contains(OpFlags::REQ) || op.info().hdr_len == 0 {
                     continue;
                 }

@@ -94,6 +94,8 @@ fn next_opcode(t: QpType, op: WrOpcode, cont: bool, fits: bool) -> Opcode {
         WrOpcode::RdmaRead => 0x0C,
         WrOpcode::AtomicCmpAndSwp => 0x13,
         WrOpcode::AtomicFetchAndAdd => 0x14,
+        WrOpcode::Flush => 0x1C,
+        WrOpcode::AtomicWrite => 0x1D,
         // local operations never become packets (`Qp::local_op`)
         WrOpcode::LocalInv | WrOpcode::BindMw => unreachable!("local operation"),
     };
@@ -202,7 +204,7 @@ impl Qp {
                 }
                 continue;
             }
-            if opcode.is_rd_atomic() && !w.has_rd_atomic {
+            if opcode.takes_rd_atomic_credit() && !w.has_rd_atomic {
                 if self.req.rd_atomic == 0 {
                     return None;
                 }
@@ -421,7 +423,11 @@ impl Qp {
         if payload > 0 {
             let off = info.hdr_len as usize;
             let dst = &mut buf[off..off + payload as usize];
-            let ok = if w.inline {
+            let ok = if wop == WrOpcode::AtomicWrite {
+                // the value's 8 bytes as the program's buffer held them (rxe copies them)
+                dst.copy_from_slice(&w.compare_add.to_ne_bytes());
+                true
+            } else if w.inline {
                 let src = self.sq.inline_of(i);
                 dst.copy_from_slice(&src[sent as usize..(sent + payload) as usize]);
                 true
@@ -497,7 +503,7 @@ impl Qp {
     fn earlier_rd_atomic_outstanding(&self, i: u32) -> bool {
         let mut j = self.sq.head;
         while j != i {
-            if self.sq.get(j).opcode.is_rd_atomic() {
+            if self.sq.get(j).opcode.takes_rd_atomic_credit() {
                 return true;
             }
             j = j.wrapping_add(1);

@@ -16,6 +16,7 @@ use roce_wire::{OpFlags, Opcode, Psn};
 use std::net::IpAddr;
 
 mod errors;
+mod placement;
 use errors::{RespErr, NAK_PSN_SEQ};
 
 fn is_send_mid(op: Opcode) -> bool {
@@ -126,6 +127,11 @@ impl Qp {
             {
                 return Err(RespErr::Unsupported);
             }
+            if flags.intersects(OpFlags::FLUSH | OpFlags::ATOMIC_WRITE)
+                && placement::missing_qp_access(acc, p).is_some()
+            {
+                return Err(RespErr::Unsupported);
+            }
         } else if self.qp_type == QpType::Uc
             && flags.contains(OpFlags::WRITE)
             && !acc.contains(AccessFlags::REMOTE_WRITE)
@@ -133,7 +139,10 @@ impl Qp {
             return Err(RespErr::UcDrop);
         }
         // check_resource
-        if flags.intersects(OpFlags::READ | OpFlags::ATOMIC) {
+        // (FLUSH too: it takes a responder resource here; rxe does not check it for a FLUSH)
+        if flags
+            .intersects(OpFlags::READ | OpFlags::ATOMIC | OpFlags::FLUSH | OpFlags::ATOMIC_WRITE)
+        {
             if self.attr.max_dest_rd_atomic == 0 {
                 return Err(RespErr::TooManyRdAtomic);
             }
@@ -162,6 +171,9 @@ impl Qp {
             if reth.dma_len() > 1 << 31 {
                 return Err(RespErr::Length(BadRequest::MessageTooLong));
             }
+        }
+        if flags.intersects(OpFlags::FLUSH | OpFlags::ATOMIC_WRITE) {
+            return self.placement_request(ctx, p);
         }
         let mrs = ctx.mrs;
         let mr = if flags.intersects(OpFlags::READ | OpFlags::WRITE | OpFlags::ATOMIC) {
@@ -386,6 +398,7 @@ impl Qp {
         self.alloc_resource(Resource {
             valid: true,
             atomic: false,
+            ack_only: false,
             first_psn: psn,
             last_psn: last,
             va: reth.va,
@@ -431,6 +444,7 @@ impl Qp {
         self.alloc_resource(Resource {
             valid: true,
             atomic: true,
+            ack_only: false,
             first_psn: psn,
             last_psn: psn,
             va: a.va,
@@ -463,7 +477,10 @@ impl Qp {
             ctx.ctr.req_dropped += 1;
             return;
         };
-        if flags.contains(OpFlags::READ) && !res.atomic {
+        if flags.intersects(OpFlags::FLUSH | OpFlags::ATOMIC_WRITE) && res.ack_only {
+            // oA19-14, oA19-15: answered again, not executed again
+            self.zero_length_read_response(ctx, psn);
+        } else if flags.contains(OpFlags::READ) && !res.atomic && !res.ack_only {
             let reth = reth_of(p);
             let (va, len) = (reth.va, reth.dma_len as u64);
             let end = va.checked_add(len);

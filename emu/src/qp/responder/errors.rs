@@ -49,9 +49,11 @@ impl Qp {
     /// Why the rkey check of this request failed (for the diagnostic).
     fn rkey_fault(&self, ctx: &Ctx<'_>, p: &Pkt<'_>) -> KeyFault {
         let flags = p.info().flags;
-        let access = if flags.contains(OpFlags::READ) {
+        let access = if let Some(f) = p.feth() {
+            super::placement::flush_access(f.placement_type())
+        } else if flags.contains(OpFlags::READ) {
             AccessFlags::REMOTE_READ
-        } else if flags.contains(OpFlags::WRITE) {
+        } else if flags.intersects(OpFlags::WRITE | OpFlags::ATOMIC_WRITE) {
             AccessFlags::REMOTE_WRITE
         } else {
             AccessFlags::REMOTE_ATOMIC
@@ -106,7 +108,7 @@ impl Qp {
                 {
                     Some("IBV_ACCESS_REMOTE_ATOMIC")
                 } else {
-                    None
+                    super::placement::missing_qp_access(acc, p)
                 };
                 if let Some(flag) = flag {
                     ctx.diag(self.qpn, Diagnostic::QpAccessNotEnabled { flag });
