@@ -171,6 +171,21 @@ pub struct SendWr<'a> {
     pub swap: u64,
     /// Set for UD QPs.
     pub ud: Option<UdDest>,
+    /// `IBV_WR_BIND_MW` (`ibv_send_wr.bind_mw`, `ibv_wr_bind_mw`, `ibv_bind_mw`).
+    pub bind: MwBindWr,
+}
+
+/// A memory window bind: the window (its current rkey), the rkey it gets (only the low byte,
+/// the consumer's key, is the program's) and `struct ibv_mw_bind_info` with the region by lkey.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct MwBindWr {
+    pub mw_rkey: u32,
+    pub rkey: u32,
+    /// `bind_info.mr->lkey` (0 when `bind_info.mr` is NULL: unbinding a type 1 window).
+    pub mr_lkey: u32,
+    pub addr: u64,
+    pub length: u64,
+    pub access: u32,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -205,6 +220,14 @@ pub trait DeviceContext: Send + Sync {
         Err(Errno::EOPNOTSUPP)
     }
     fn dereg_mr(&self, mr: MrId) -> VerbResult<()> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// `ibv_alloc_mw` of `IBV_MW_TYPE_1` or `_2`; returns the window's rkey.
+    fn alloc_mw(&self, pd: PdId, mw_type: u32) -> VerbResult<u32> {
+        Err(Errno::EOPNOTSUPP)
+    }
+    /// `ibv_dealloc_mw` of the window `rkey` names (its key byte may be out of date).
+    fn dealloc_mw(&self, rkey: u32) -> VerbResult<()> {
         Err(Errno::EOPNOTSUPP)
     }
 

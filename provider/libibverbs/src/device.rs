@@ -46,7 +46,9 @@ pub fn device_attr(cfg: &DeviceConfig) -> ibv_device_attr {
             | IBV_DEVICE_UD_AV_PORT_ENFORCE
             | IBV_DEVICE_PORT_ACTIVE_EVENT
             | IBV_DEVICE_SYS_IMAGE_GUID
-            | IBV_DEVICE_RC_RNR_NAK_GEN,
+            | IBV_DEVICE_RC_RNR_NAK_GEN
+            | IBV_DEVICE_MEM_WINDOW
+            | IBV_DEVICE_MEM_WINDOW_TYPE_2B,
         max_sge: 32,
         max_sge_rd: 32,
         max_cq: 16384,
@@ -61,7 +63,7 @@ pub fn device_attr(cfg: &DeviceConfig) -> ibv_device_attr {
         atomic_cap: IBV_ATOMIC_HCA,
         max_ee: 0,
         max_rdd: 0,
-        max_mw: 0,
+        max_mw: 4096,
         max_raw_ipv6_qp: 0,
         max_raw_ethy_qp: 0,
         max_mcast_grp: 8192,

@@ -270,7 +270,7 @@ fn with_sges<R>(
 fn emu_send_wr<'b>(wr: &SendWr<'_>, sg_list: &'b [emu::Sge]) -> Result<emu::SendWr<'b>, Errno> {
     let opcode = emu::WrOpcode::from_raw(wr.opcode).ok_or(Errno::EINVAL)?;
     let (imm, inv) = match opcode {
-        emu::WrOpcode::SendWithInv => (0, wr.imm_data),
+        emu::WrOpcode::SendWithInv | emu::WrOpcode::LocalInv => (0, wr.imm_data),
         _ => (u32::from_be(wr.imm_data), 0),
     };
     let mut w = emu::SendWr {
@@ -287,6 +287,15 @@ fn emu_send_wr<'b>(wr: &SendWr<'_>, sg_list: &'b [emu::Sge]) -> Result<emu::Send
         ah: None,
         remote_qpn: 0,
         remote_qkey: 0,
+        bind: emu::MwBind {
+            mw_rkey: wr.bind.mw_rkey,
+            rkey: wr.bind.rkey,
+            mr_lkey: wr.bind.mr_lkey,
+            addr: wr.bind.addr,
+            length: wr.bind.length,
+            access: emu::AccessFlags(wr.bind.access),
+        },
+        ..Default::default()
     };
     if let Some(ud) = wr.ud {
         w.ah = Some(emu::Ah(ud.ah.0 as u32));
@@ -310,14 +319,16 @@ fn check_send(
         emu::QpType::Ud => matches!(w.opcode, O::Send | O::SendWithImm),
         emu::QpType::Uc => matches!(
             w.opcode,
-            O::Send | O::SendWithImm | O::RdmaWrite | O::RdmaWriteWithImm
+            O::Send | O::SendWithImm | O::RdmaWrite | O::RdmaWriteWithImm | O::BindMw
         ),
         emu::QpType::Rc => true,
     };
     if !op_ok || w.sg_list.len() > cap.max_send_sge as usize {
         return Err(Errno::EINVAL);
     }
-    let inline = w.send_flags.contains(emu::SendFlags::INLINE) && !w.opcode.is_rd_atomic();
+    let inline = w.send_flags.contains(emu::SendFlags::INLINE)
+        && !w.opcode.is_rd_atomic()
+        && !w.opcode.is_local();
     let length = match (inline, inline_data) {
         (true, Some(d)) => d.len() as u64,
         _ => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
@@ -408,6 +419,20 @@ impl DeviceContext for EngineContext {
             rkey: (mr.0 >> 32) as u32,
         };
         self.dev()?.with_nic(|n| n.dereg_mr(m)).map_err(err)
+    }
+
+    fn alloc_mw(&self, pd: PdId, mw_type: u32) -> VerbResult<u32> {
+        let ty = match mw_type {
+            IBV_MW_TYPE_1 => emu::MwType::Type1,
+            IBV_MW_TYPE_2 => emu::MwType::Type2,
+            _ => return Err(Errno::EINVAL),
+        };
+        self.dev()?
+            .with_nic(|n| n.alloc_mw(emu::Pd(pd.0 as u32), ty))
+            .map_err(err)
+    }
+    fn dealloc_mw(&self, rkey: u32) -> VerbResult<()> {
+        self.dev()?.with_nic(|n| n.dealloc_mw(rkey)).map_err(err)
     }
 
     fn create_cq(&self, init: CqInit) -> VerbResult<CqInfo> {

@@ -155,6 +155,7 @@ fn items() -> Vec<Item> {
         ibv_data_buf { addr, length }
         ibv_sge { addr, length, lkey }
         ibv_mw_bind_info { mr, addr, length, mw_access_flags }
+        ibv_mw_bind { wr_id, send_flags, bind_info }
         ibv_send_wr {
             wr_id, next, sg_list, num_sge, opcode, send_flags, imm_data, wr, qp_type,
             ext as "bind_mw",

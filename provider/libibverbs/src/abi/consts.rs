@@ -84,6 +84,9 @@ pub const IBV_WR_LOCAL_INV: u32 = 7;
 pub const IBV_WR_BIND_MW: u32 = 8;
 pub const IBV_WR_SEND_WITH_INV: u32 = 9;
 pub const IBV_WR_TSO: u32 = 10;
+/// `enum ibv_mw_type`
+pub const IBV_MW_TYPE_1: u32 = 1;
+pub const IBV_MW_TYPE_2: u32 = 2;
 pub const IBV_WR_DRIVER1: u32 = 11;
 pub const IBV_WR_FLUSH: u32 = 14;
 pub const IBV_WR_ATOMIC_WRITE: u32 = 15;

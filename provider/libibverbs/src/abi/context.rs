@@ -33,7 +33,6 @@ opaque!(
     ibv_dm,
     ibv_counters,
     ibv_td,
-    ibv_mw_bind,
     verbs_ex_private,
     ibv_wc_tm_info,
     ibv_counter_attach_attr,

@@ -365,6 +365,8 @@ assert_layout!(
 );
 assert_layout!(ibv_send_wr_ud, 16, remote_qpn = 8, remote_qkey = 12);
 assert_layout!(ibv_mw_bind_info, 32);
+assert_layout!(ibv_mw_bind, 48, send_flags = 8, bind_info = 16);
+assert_layout!(ibv_send_wr_bind_mw, 48, rkey = 8, bind_info = 16);
 assert_layout!(
     ibv_recv_wr,
     32,

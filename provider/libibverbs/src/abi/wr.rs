@@ -60,6 +60,14 @@ pub struct ibv_mw_bind_info {
     pub length: u64,
     pub mw_access_flags: c_uint,
 }
+/// `struct ibv_mw_bind` (the argument of `ibv_bind_mw`, type 1 windows).
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub struct ibv_mw_bind {
+    pub wr_id: u64,
+    pub send_flags: c_uint,
+    pub bind_info: ibv_mw_bind_info,
+}
 #[repr(C)]
 #[derive(Clone, Copy)]
 pub struct ibv_send_wr_bind_mw {

@@ -20,11 +20,11 @@
 use super::objects::{gather, obj, Ah, Qp};
 use super::{guard, set_errno};
 use crate::abi::*;
-use crate::backend::{Errno, SendWr, UdDest};
+use crate::backend::{Errno, MwBindWr, SendWr, UdDest};
 use core::ffi::c_void;
 
-/// `send_ops_flags` an RC QP supports: what the engine executes (LOCAL_INV, BIND_MW and
-/// ATOMIC_WRITE, which rxe has, are not implemented; TSO and FLUSH are not RoCE verbs here).
+/// `send_ops_flags` an RC QP supports: what the engine executes (ATOMIC_WRITE, which rxe has,
+/// is not implemented; TSO and FLUSH are not RoCE verbs here).
 pub const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
@@ -32,12 +32,15 @@ pub const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_READ
     | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
+    | IBV_QP_EX_WITH_LOCAL_INV
+    | IBV_QP_EX_WITH_BIND_MW
     | IBV_QP_EX_WITH_SEND_WITH_INV;
-/// … a UC QP (no READ, atomics or SEND with invalidate on UC).
+/// … a UC QP (no READ, atomics, LOCAL_INV or SEND with invalidate on UC; BIND_MW as rxe).
 pub const UC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
-    | IBV_QP_EX_WITH_SEND_WITH_IMM;
+    | IBV_QP_EX_WITH_SEND_WITH_IMM
+    | IBV_QP_EX_WITH_BIND_MW;
 /// … a UD QP.
 pub const UD_SEND_OPS: u64 = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM;
 
@@ -90,6 +93,7 @@ pub struct Req {
     compare_add: u64,
     swap: u64,
     ud: Option<UdDest>,
+    bind: MwBindWr,
     sges: Vec<ibv_sge>,
     inline: Option<Vec<u8>>,
 }
@@ -106,6 +110,7 @@ pub(crate) fn install(q: &mut ibv_qp_ex) {
     q.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
     q.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
     q.wr_local_inv = Some(wr_local_inv);
+    q.wr_bind_mw = Some(wr_bind_mw);
     q.wr_rdma_read = Some(wr_rdma_read);
     q.wr_rdma_write = Some(wr_rdma_write);
     q.wr_rdma_write_imm = Some(wr_rdma_write_imm);
@@ -121,7 +126,7 @@ pub(crate) fn install(q: &mut ibv_qp_ex) {
     q.wr_complete = Some(wr_complete);
     q.wr_abort = Some(wr_abort);
     q.wr_atomic_write = Some(wr_atomic_write);
-    // bind_mw, send_tso, set_xrc_srqn stay NULL: create_qp_ex refuses those send_ops_flags.
+    // send_tso, set_xrc_srqn stay NULL: create_qp_ex refuses those send_ops_flags.
 }
 
 /// Runs `f` on our QP and its pending requests; a NULL `qp` (which would crash libibverbs)
@@ -201,6 +206,7 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> i32 {
                 compare_add: r.compare_add,
                 swap: r.swap,
                 ud: r.ud,
+                bind: r.bind,
             })
             .collect();
         // All or none (man ibv_wr_post): the batch goes to the engine in one call, which
@@ -237,6 +243,26 @@ unsafe extern "C" fn wr_send_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) {
 unsafe extern "C" fn wr_local_inv(qp: *mut ibv_qp_ex, invalidate_rkey: u32) {
     with_qp(qp, (), |q, p| {
         begin(q, p, IBV_WR_LOCAL_INV).imm = invalidate_rkey
+    })
+}
+
+unsafe extern "C" fn wr_bind_mw(
+    qp: *mut ibv_qp_ex,
+    mw: *mut ibv_mw,
+    rkey: u32,
+    info: *const ibv_mw_bind_info,
+) {
+    with_qp(qp, (), |q, p| {
+        // SAFETY: NULL or one of our windows (module contract); `info` the program's, read now.
+        let (m, i) = unsafe { (obj::<super::objects::Mw, _>(mw), info.as_ref()) };
+        let bind = match (m, i) {
+            (Some(m), Some(i)) => super::objects::bind_wr(m, rkey, i),
+            _ => Err(Errno::EINVAL),
+        };
+        match bind {
+            Ok(b) => begin(q, p, IBV_WR_BIND_MW).bind = b,
+            Err(e) => p.error = Some(e),
+        }
     })
 }
 

@@ -1,6 +1,6 @@
 //! PD, MR, CQ, QP, SRQ and AH verbs (one file per object family: [`pd_mr`], [`cq`], [`qp`]
-//! with multicast, [`srq`], [`ah`]; the object wrappers, the live-object checks and the
-//! memory-window stubs are here), and the `ops` table behind the inline data-path verbs
+//! with multicast, [`srq`], [`ah`], [`mw`]; the object wrappers and the live-object checks
+//! are here), and the `ops` table behind the inline data-path verbs
 //! (`ibv_post_send`, `ibv_post_recv`, `ibv_poll_cq`, `ibv_req_notify_cq`, `ibv_post_srq_recv`).
 //! Each one checks its arguments, resolves C pointers to engine ids and calls the
 //! [`DeviceContext`](crate::backend::DeviceContext) of the object's context.
@@ -87,6 +87,13 @@ pub struct Srq {
 }
 
 #[repr(C)]
+pub struct Mw {
+    pub c: UnsafeCell<ibv_mw>,
+    /// [`Live::MAGIC`] while the object exists; cleared by its destroy verb.
+    pub magic: AtomicU32,
+}
+
+#[repr(C)]
 pub struct Ah {
     pub c: UnsafeCell<ibv_ah>,
     pub id: AhId,
@@ -130,6 +137,7 @@ live! {
     Qp => b"rQP_", "ibv_qp";
     Srq => b"rSRQ", "ibv_srq";
     Ah => b"rAH_", "ibv_ah";
+    Mw => b"rMW_", "ibv_mw";
 }
 
 /// `p as &Wrapper`: `None` for NULL, and (with a one-time warning) for an object that is not a
@@ -201,31 +209,18 @@ pub(crate) fn bump_u32(field: *mut u32, lock: &Mutex<()>, n: u32) {
 
 mod ah;
 mod cq;
+mod mw;
 mod pd_mr;
 mod qp;
 mod srq;
 
 pub use ah::*;
 pub use cq::*;
+pub(crate) use mw::bind_wr;
+use mw::{alloc_mw, bind_mw, dealloc_mw};
 pub use pd_mr::*;
 pub use qp::*;
 pub use srq::*;
-
-// ---------------------------------------------------------------------------------------------
-// Memory windows (ops table only): not supported (rxe's max_mw is 0 in the attributes we report).
-
-unsafe extern "C" fn alloc_mw(_pd: *mut ibv_pd, _type: c_uint) -> *mut ibv_mw {
-    unimplemented_once("ibv_alloc_mw");
-    null_with(Errno::EOPNOTSUPP)
-}
-unsafe extern "C" fn bind_mw(_qp: *mut ibv_qp, _mw: *mut ibv_mw, _b: *mut ibv_mw_bind) -> c_int {
-    unimplemented_once("ibv_bind_mw");
-    libc::EOPNOTSUPP
-}
-unsafe extern "C" fn dealloc_mw(_mw: *mut ibv_mw) -> c_int {
-    unimplemented_once("ibv_dealloc_mw");
-    libc::EOPNOTSUPP
-}
 
 /// The `ops` table of every context: the data-path entries the inline verbs call; the
 /// `_compat_*` slots stay NULL as in libibverbs ≥ 1.1 (nothing calls them).

@@ -391,6 +391,7 @@ pub(super) unsafe extern "C" fn post_send(
                     compare_add: 0,
                     swap: 0,
                     ud: None,
+                    bind: MwBindWr::default(),
                 };
                 // SAFETY: reading the union member that `opcode`/QP type select; all members
                 // are plain data, so any bit pattern is a valid value.
@@ -404,6 +405,11 @@ pub(super) unsafe extern "C" fn post_send(
                         });
                     } else {
                         match w.opcode {
+                            IBV_WR_BIND_MW => {
+                                let b = w.ext.bind_mw;
+                                let mw = obj::<Mw, _>(b.mw).ok_or(Errno::EINVAL)?;
+                                s.bind = super::mw::bind_wr(mw, b.rkey, &b.bind_info)?;
+                            }
                             IBV_WR_ATOMIC_CMP_AND_SWP | IBV_WR_ATOMIC_FETCH_AND_ADD => {
                                 s.remote_addr = w.wr.atomic.remote_addr;
                                 s.compare_add = w.wr.atomic.compare_add;
