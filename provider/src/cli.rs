@@ -39,10 +39,15 @@ pub struct RunArgs {
     /// Directory holding libibverbs.so.1 (default: $ROCE_LIB_DIR, else next to this `roce` binary, built if needed).
     #[arg(long)]
     pub lib_dir: Option<PathBuf>,
-    /// Share the device with other processes on the same address, as a NIC is shared
-    /// (`ROCE_SHARED=1`): a steering helper started on first use owns ip:4791.
-    #[arg(long)]
+    /// Share the device with other processes on the same address, as a NIC is shared: the
+    /// default (a steering helper started on first use owns ip:4791). Kept for scripts written
+    /// when sharing was opt-in; sets `ROCE_SHARED=1`.
+    #[arg(long, conflicts_with = "no_shared")]
     pub shared: bool,
+    /// Do not share: the program's device binds ip:4791 itself, and a second process on the
+    /// address fails to open it (`ROCE_SHARED=0`).
+    #[arg(long)]
+    pub no_shared: bool,
     /// Do not show the device in /dev/infiniband and /sys/class/infiniband to the program (by
     /// default it runs in a private mount namespace where both list it; `ROCE_VIEW=0`).
     #[arg(long)]
@@ -173,6 +178,9 @@ pub fn run(a: &RunArgs) -> u8 {
     }
     if a.shared {
         c.env("ROCE_SHARED", "1");
+    }
+    if a.no_shared {
+        c.env("ROCE_SHARED", "0");
     }
     if let Ok(me) = std::env::current_exe() {
         c.env("ROCE_HELPER", me);

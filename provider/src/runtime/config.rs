@@ -45,9 +45,17 @@ pub struct Config {
     /// failure paths, which otherwise take minutes).
     pub cm_retries: u8,
     /// Share the device with other processes on the same address through a steering helper
-    /// (`ROCE_SHARED=1`; `crate::shared`). Off: the device binds `ip:4791` itself and a second
-    /// process on that address fails to open it.
+    /// (`crate::shared`): the default from the environment (`ROCE_SHARED=0` turns it off),
+    /// off in [`Config::new`]. Off: the device binds `ip:4791` itself and a second process on
+    /// that address fails to open it.
     pub shared: bool,
+    /// `ROCE_SHARED` was set to 1 (sharing asked for, not only the default): no fallback to an
+    /// unshared device when the helper's executable cannot be found.
+    pub shared_asked: bool,
+    /// On a shared device, send datagrams for the QPs of processes on this host (this device's
+    /// or another shared device's) straight to their sockets, not through the steering helper
+    /// (`ROCE_DIRECT`, default on; `crate::shared::direct`).
+    pub direct: bool,
     /// Diagnostics only as `tracing` warnings, not on stderr (`ROCE_QUIET=1`).
     pub quiet: bool,
     /// Directory for the statistics file read by `roce stat` (`None`: [`default_stat_dir`]).
@@ -75,6 +83,8 @@ impl Config {
             min_unacked_psns: roce_emu::MAX_UNACKED_PSNS,
             cm_retries: 15,
             shared: false,
+            shared_asked: false,
+            direct: true,
             quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
             stat_dir: None,
             stat_interval: Duration::from_millis(500),
@@ -176,8 +186,10 @@ impl Config {
                 )),
             }
         }
-        if get("ROCE_SHARED").is_some_and(|v| v == "1") {
-            c.shared = true;
+        c.shared = get("ROCE_SHARED").is_some_and(|v| v == "1");
+        c.shared_asked = get("ROCE_SHARED").is_some_and(|v| v == "1");
+        if get("ROCE_DIRECT").is_some_and(|v| v == "0") {
+            c.direct = false;
         }
         if get("ROCE_PROGRESS_THREAD").is_some_and(|v| v == "0") {
             c.progress_thread = false;

@@ -5,8 +5,20 @@ use super::*;
 
 impl Device {
     /// Binds `cfg.ip:4791`, creates the engine and starts the progress thread.
-    pub fn open(cfg: Config) -> io::Result<Device> {
+    pub fn open(mut cfg: Config) -> io::Result<Device> {
         init_logging();
+        if cfg.shared && !cfg.shared_asked && crate::shared::helper_exe().is_none() {
+            // Shared by default, but no `roce` executable to run the helper: as before sharing
+            // was the default, this process binds the address itself.
+            if !cfg.quiet {
+                eprintln!(
+                    "roce: {} is not shared with other processes: no roce executable for its \
+                     steering helper (set ROCE_HELPER, or run the program with roce run)",
+                    cfg.ip
+                );
+            }
+            cfg.shared = false;
+        }
         let mut ncfg = NicConfig::new(cfg.ip);
         ncfg.netdev_mtu = cfg.netdev_mtu();
         // The driver checks ICRCs (it knows the GRO segment index and the policy); the engine
@@ -28,8 +40,8 @@ impl Device {
                     cfg.ip,
                     roce_wire::ROCE_V2_UDP_PORT,
                     if e.kind() == io::ErrorKind::AddrInUse {
-                        " (another process has this NIC: run every process on it with \
-                         `roce run --shared`, ROCE_SHARED=1, to share it)"
+                        " (another process has this NIC, and this one does not share it: \
+                         drop ROCE_SHARED=0 / roce run --no-shared to share it)"
                     } else {
                         ""
                     }
@@ -50,12 +62,16 @@ impl Device {
             ncfg.udp_sport = Some(sock.source_port(0));
         }
         ncfg.gsi = true;
-        let steer = if cfg.shared {
+        let mut steer = if cfg.shared {
             let m = crate::shared::Membership::join(cfg.ip, sock.local_addr().port())?;
             ncfg.qpn_range = crate::shared::qpn_range(m.slot);
             Some(m)
         } else {
             None
+        };
+        let direct = match steer.as_mut().and_then(|m| m.ports.take()) {
+            Some(t) if cfg.direct => Some(crate::shared::direct::Direct::new(cfg.ip, t)),
+            _ => None,
         };
         let entropy = ncfg.entropy.unwrap_or_default();
         let cm = roce_cm::Endpoint::new(roce_cm::Config {
@@ -87,6 +103,7 @@ impl Device {
             cm,
             cm_handler: None,
             steer,
+            direct,
             tx_deferred: false,
             doorbell: Doorbell::default(),
             retries_seen: 0,

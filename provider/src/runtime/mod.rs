@@ -50,6 +50,9 @@
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
 //! | `ROCE_STAT_DIR` | `$XDG_RUNTIME_DIR/roce` or `/tmp/roce-<uid>` | where counters are written for `roce stat` |
 //! | `ROCE_STATS_AT_CLOSE` | unset | `1`: print the nonzero counters (engine, ICRC verdicts, runtime: what `roce stat` shows) on stderr when the device closes |
+//! | `ROCE_SHARED` | unset | `1`: share the address with other processes through a steering helper (`crate::shared`); `0`: bind `IP:4791` alone |
+//! | `ROCE_DIRECT` | `1` | shared device: `0` sends datagrams to processes on this host through their device's helper instead of straight to their sockets (`crate::shared::direct`) |
+//! | `ROCE_HELPER` | set by `roce run` | the `roce` executable that runs the steering helper (else the one next to the drop-in library) |
 //! | `ROCE_QUIET` | unset | `1`: the diagnostics (one per QP and classic verbs mistake, see `roce_emu::diag`) go to `tracing` only, not to stderr; `roce stat` counts them (`diag_*`) either way |
 //!
 //! # Using it (the API other layers build on)
@@ -159,6 +162,12 @@ pub struct RuntimeCounters {
     /// kernel for their destination (ENETUNREACH, EHOSTUNREACH, EADDRNOTAVAIL, EINVAL, …).
     /// Each QP's first one is explained in a `roce:` line (engine counter `diag_unroutable`).
     pub tx_unroutable: AtomicU64,
+    /// Shared device: datagrams sent straight to the socket of the process owning their QP on
+    /// this host, not through the steering helper (`crate::shared::direct`).
+    pub tx_direct: AtomicU64,
+    /// Shared device: datagrams for a QP of a device on this host that no process owns (its
+    /// process exited or was killed): dropped, as the steering helper drops them.
+    pub tx_no_owner: AtomicU64,
     /// Datagrams received.
     pub rx_datagrams: AtomicU64,
     /// UDP payload bytes received.
@@ -221,6 +230,8 @@ impl RuntimeCounters {
             ("tx_flushes", &self.tx_flushes),
             ("tx_errors", &self.tx_errors),
             ("tx_unroutable", &self.tx_unroutable),
+            ("tx_direct", &self.tx_direct),
+            ("tx_no_owner", &self.tx_no_owner),
             ("rx_datagrams", &self.rx_datagrams),
             ("rx_bytes", &self.rx_bytes),
             ("rx_batches", &self.rx_batches),
@@ -284,8 +295,10 @@ struct Engine {
     /// The host's connection manager (RDMA CM over IB CM MADs on QP1), fed by the NIC's GSI.
     cm: roce_cm::Endpoint,
     cm_handler: Option<CmHandler>,
-    /// This process's membership of a shared device (`ROCE_SHARED=1`, `crate::shared`).
+    /// This process's membership of a shared device (`ROCE_SHARED`, `crate::shared`).
     steer: Option<crate::shared::Membership>,
+    /// The direct path to the processes of local shared devices (`crate::shared::direct`).
+    direct: Option<crate::shared::direct::Direct>,
     /// A poll returned completions before transmitting what the engine had queued.
     tx_deferred: bool,
     /// Posts waiting for their transmit (deferred doorbell).

@@ -186,14 +186,21 @@ impl Shared {
                 self.ctr.rx_dropped.fetch_add(1, Relaxed);
                 continue;
             }
+            let mut d = d;
             if e.steer.is_some() {
-                // A shared device: everything arrives through the steering helper, which
-                // checked the ICRC and put the original headers in front (`crate::shared`).
+                // A shared device: what comes from the steering helper (the only socket on
+                // `<ip>:4791`) was checked there and has the original headers in front
+                // (`crate::shared`); anything else came straight from a process on this host
+                // (`crate::shared::direct`), sealed for port 4791: checked as if sent there.
                 let from_helper =
                     d.src.port() == roce_wire::ROCE_V2_UDP_PORT && d.src.ip() == d.dst;
-                let Some((f, inner)) =
-                    crate::shared::Forwarded::parse(d.payload).filter(|_| from_helper)
-                else {
+                if !from_helper {
+                    d.dst_port = roce_wire::ROCE_V2_UDP_PORT;
+                }
+            }
+            if e.steer.is_some() && d.dst_port != roce_wire::ROCE_V2_UDP_PORT {
+                // from the helper
+                let Some((f, inner)) = crate::shared::Forwarded::parse(d.payload) else {
                     self.ctr.rx_dropped.fetch_add(1, Relaxed);
                     continue;
                 };
@@ -208,7 +215,7 @@ impl Shared {
                 };
                 if let Some(p) = e.pcap.as_mut() {
                     let m = RxMeta {
-                        ipv4_id: Some(0),
+                        ipv4_id: f.ipv4_id.or(Some(0)),
                         ..meta
                     };
                     p.packet_meta(now, &m, inner);

@@ -2,6 +2,7 @@
 //! patch), and the [`AckQueue`] that sends plain RC ACKs last in a burst.
 
 use super::*;
+use crate::shared::direct::Route;
 use roce_emu::Unroutable;
 
 /// Packets after which a long transmit burst flushes and receives once before it goes on: a
@@ -36,6 +37,8 @@ impl Shared {
             e.pieces_until = now.as_nanos().saturating_add(PIECES_NS);
         }
         let pieces = e.rx.is_some() && now.as_nanos() < e.pieces_until;
+        // The direct path's tables carry the helpers' heartbeats in CLOCK_MONOTONIC.
+        let wall = e.direct.as_ref().map(|_| crate::udp::monotonic_ns());
         loop {
             let mut piece = false;
             let Engine {
@@ -48,6 +51,7 @@ impl Shared {
                 pcap,
                 pcap_buf,
                 tx_from,
+                direct,
                 ..
             } = e;
             let mut produced = 0;
@@ -75,7 +79,7 @@ impl Shared {
                     continue;
                 }
                 produced += 1;
-                let meta = TxMeta {
+                let mut meta = TxMeta {
                     dst: t.dst_ip,
                     dst_port: t.dst_port,
                     src_port: t.src_port,
@@ -103,6 +107,24 @@ impl Shared {
                     p.packet_meta(now, &m, b);
                     if p.errors != before {
                         self.ctr.pcap_errors.fetch_add(1, Relaxed);
+                    }
+                }
+                // A shared device: to a process on this host, straight to its socket (the ICRC
+                // stays sealed for port 4791; the receiver checks it so).
+                if let (Some(d), Some(wall)) = (direct.as_mut(), wall) {
+                    if t.dst_port == roce_wire::ROCE_V2_UDP_PORT && t.len >= 12 {
+                        let dqp = u32::from_be_bytes([0, space[5], space[6], space[7]]);
+                        match d.route(t.dst_ip, dqp, wall) {
+                            Route::Wire => {}
+                            Route::Port(p) => {
+                                meta.dst_port = p;
+                                self.ctr.tx_direct.fetch_add(1, Relaxed);
+                            }
+                            Route::NoOwner => {
+                                self.ctr.tx_no_owner.fetch_add(1, Relaxed);
+                                continue;
+                            }
+                        }
                     }
                 }
                 match fault.decide(&space[..t.len]) {

@@ -20,11 +20,16 @@
 //! The helper checks each datagram's ICRC as the runtime does (`IcrcPolicy`), drops bad ones,
 //! and forwards the rest with a [`HEADER_LEN`]-byte header carrying what the receiving engine
 //! needs of the original IP/UDP headers (source address and port, TOS, TTL, flow label).
-//! Datagrams between processes on one device go through the helper too (to `<ip>:4791`).
+//! Datagrams between processes on this host (on one device or on two) skip the helper: they go
+//! straight to the owning process's port, which the helper publishes in shared memory
+//! ([`direct`]); `ROCE_DIRECT=0` sends them through the helper too.
 //! A process's death closes its control connection: the helper frees the slot.
-use crate::udp::{IcrcCounters, IcrcPolicy, RecvBatch, Socket, SocketConfig, Wait};
+pub mod direct;
+
+use crate::udp::{IcrcCounters, IcrcPolicy, OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::AsRawFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
@@ -45,7 +50,7 @@ pub fn qpn_range(slot: u32) -> (u32, u32) {
     (first, first + QPNS_PER_SLOT)
 }
 
-fn slot_of_qpn(qpn: u32) -> Option<u32> {
+pub(crate) fn slot_of_qpn(qpn: u32) -> Option<u32> {
     qpn.checked_sub(17)
         .map(|q| q / QPNS_PER_SLOT)
         .filter(|s| *s < SLOTS)
@@ -64,18 +69,21 @@ pub struct Forwarded {
     pub tos: u8,
     pub ttl: u8,
     pub flow_label: u32,
+    /// The IPv4 identification the datagram's ICRC covers, when the helper found it.
+    pub ipv4_id: Option<u16>,
 }
 
 impl Forwarded {
     fn emit(&self, out: &mut [u8; HEADER_LEN]) {
         out[..4].copy_from_slice(MAGIC);
         out[4] = 1;
-        out[5] = if self.src.is_ipv4() { 4 } else { 6 };
+        out[5] =
+            if self.src.is_ipv4() { 4 } else { 6 } | if self.ipv4_id.is_some() { 0x80 } else { 0 };
         out[6] = self.tos;
         out[7] = self.ttl;
         out[8..10].copy_from_slice(&self.src.port().to_be_bytes());
         out[10..14].copy_from_slice(&self.flow_label.to_be_bytes());
-        out[14..16].fill(0);
+        out[14..16].copy_from_slice(&self.ipv4_id.unwrap_or(0).to_be_bytes());
         out[16..].copy_from_slice(&match self.src.ip() {
             IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
             IpAddr::V6(a) => a.octets(),
@@ -88,7 +96,7 @@ impl Forwarded {
             return None;
         }
         let a: [u8; 16] = buf[16..32].try_into().ok()?;
-        let ip: IpAddr = match buf[5] {
+        let ip: IpAddr = match buf[5] & 0x7f {
             4 => std::net::Ipv6Addr::from(a).to_ipv4_mapped()?.into(),
             6 => std::net::Ipv6Addr::from(a).into(),
             _ => return None,
@@ -99,6 +107,7 @@ impl Forwarded {
                 tos: buf[6],
                 ttl: buf[7],
                 flow_label: u32::from_be_bytes(buf[10..14].try_into().ok()?),
+                ipv4_id: (buf[5] & 0x80 != 0).then(|| u16::from_be_bytes([buf[14], buf[15]])),
             },
             &buf[HEADER_LEN..],
         ))
@@ -110,6 +119,8 @@ pub struct Membership {
     ctl: UnixStream,
     pub slot: u32,
     listening: Vec<u64>,
+    /// The helper's slot-to-port table (for [`direct::Direct`]).
+    pub ports: Option<direct::PortTable>,
 }
 
 impl Membership {
@@ -124,10 +135,20 @@ impl Membership {
             match UnixStream::connect_addr(&addr) {
                 Ok(s) => break s,
                 Err(e) if t0.elapsed() > Duration::from_secs(5) => {
+                    let held = std::net::UdpSocket::bind((ip, roce_wire::ROCE_V2_UDP_PORT))
+                        .is_err_and(|e| e.kind() == std::io::ErrorKind::AddrInUse);
                     return Err(std::io::Error::new(
                         e.kind(),
-                        format!("roce: no steering helper for {ip} ({e})"),
-                    ))
+                        if held {
+                            format!(
+                                "roce: {ip}:4791 is held by a process that does not share it \
+                                 (started with ROCE_SHARED=0 or roce run --no-shared, or kernel \
+                                 rxe): this NIC cannot be shared"
+                            )
+                        } else {
+                            format!("roce: no steering helper for {ip} ({e})")
+                        },
+                    ));
                 }
                 Err(_) => {
                     if !spawned {
@@ -142,12 +163,27 @@ impl Membership {
             ctl,
             slot: 0,
             listening: Vec::new(),
+            ports: None,
         };
         writeln!(m.ctl, "HELLO {udp_port} {}", std::process::id())?;
-        let mut line = String::new();
-        BufReader::new(m.ctl.try_clone()?).read_line(&mut line)?;
+        // The answer is one line, with the port table's memfd attached.
+        let mut got = Vec::new();
+        let mut fd = None;
+        while !got.ends_with(b"\n") {
+            let mut buf = [0u8; 128];
+            let (n, f) = direct::recv_with_fd(&m.ctl, &mut buf, false)?;
+            if n == 0 {
+                break;
+            }
+            got.extend_from_slice(&buf[..n]);
+            fd = fd.or(f);
+        }
+        let line = String::from_utf8_lossy(&got).into_owned();
         match line.split_whitespace().collect::<Vec<_>>()[..] {
-            ["SLOT", n] => m.slot = n.parse().map_err(std::io::Error::other)?,
+            ["SLOT", n] => {
+                m.slot = n.parse().map_err(std::io::Error::other)?;
+                m.ports = fd.as_ref().and_then(|f| direct::PortTable::map(f).ok());
+            }
             _ => {
                 return Err(std::io::Error::other(format!(
                     "roce: the steering helper for {ip} refused: {}",
@@ -193,7 +229,7 @@ fn spawn_helper(ip: IpAddr) -> std::io::Result<()> {
 }
 
 /// `$ROCE_HELPER`, else the `roce` next to the running `roce` or to the drop-in library.
-fn helper_exe() -> Option<std::path::PathBuf> {
+pub(crate) fn helper_exe() -> Option<std::path::PathBuf> {
     if let Some(p) = std::env::var_os("ROCE_HELPER").filter(|p| !p.is_empty()) {
         return Some(p.into());
     }
@@ -211,6 +247,9 @@ fn helper_exe() -> Option<std::path::PathBuf> {
         .into_iter()
         .find(|p| p.is_file())
 }
+
+/// A control connection that has not said HELLO (yet).
+const NO_SLOT: u32 = u32::MAX;
 
 struct Client {
     ctl: BufReader<UnixStream>,
@@ -236,6 +275,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
         )
     })?;
     let mut rx = RecvBatch::new(16);
+    let (ports, ports_fd) = direct::PortTable::create()?;
     // What no process takes on QP1 (a REQ or SIDR_REQ nobody listens for, a DREQ for a
     // connection that is gone) is answered as the kernel's CM answers it (REJ 8, SIDR_REP 1,
     // DREP) by a CM of the helper's own with no ids, sent from QP1 of a NIC of its own.
@@ -257,42 +297,64 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
     let mut clients: Vec<Client> = Vec::new();
     let mut idle_since = Some(Instant::now());
     let mut hdr = [0u8; HEADER_LEN];
-    let mut out = Vec::with_capacity(4096 + 128);
+    // What one receive batch forwards: the datagrams back to back, and runs of them to one
+    // process that leave as one GSO send (`Run`).
+    let mut arena: Vec<u8> = Vec::with_capacity(16 * 65536 * 2);
+    let mut runs: Vec<Run> = Vec::new();
     loop {
         // control: new processes, their messages, their deaths
+        ports.beat(crate::udp::monotonic_ns());
         while let Ok((s, _)) = listener.accept() {
             let _ = s.set_nonblocking(true);
-            let slot = (0..SLOTS).find(|n| clients.iter().all(|c| c.slot != *n));
-            let mut c = Client {
+            clients.push(Client {
                 ctl: BufReader::new(s),
                 port: 0,
-                slot: slot.unwrap_or(u32::MAX),
+                slot: NO_SLOT,
                 listening: Vec::new(),
-            };
-            if slot.is_none() {
-                let _ = c
-                    .ctl
-                    .get_mut()
-                    .write_all(b"ERR too many processes on this device\n");
-                continue;
-            }
-            clients.push(c);
+            });
         }
-        clients.retain_mut(|c| {
+        let mut i = 0;
+        while i < clients.len() {
             let mut line = String::new();
-            loop {
+            let keep = loop {
                 line.clear();
-                match c.ctl.read_line(&mut line) {
-                    Ok(0) => return false,
+                match clients[i].ctl.read_line(&mut line) {
+                    Ok(0) => break false,
                     Ok(_) => {
                         let w: Vec<&str> = line.split_whitespace().collect();
                         match w.first().copied() {
-                            Some("HELLO") => {
+                            // A process of this device: a slot, and the port table.
+                            Some("HELLO") if clients[i].slot == NO_SLOT => {
+                                let Some(slot) =
+                                    (0..SLOTS).find(|n| clients.iter().all(|c| c.slot != *n))
+                                else {
+                                    let _ = clients[i]
+                                        .ctl
+                                        .get_mut()
+                                        .write_all(b"ERR too many processes on this device\n");
+                                    break false;
+                                };
+                                let c = &mut clients[i];
+                                c.slot = slot;
                                 c.port = w.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
-                                let _ = writeln!(c.ctl.get_mut(), "SLOT {}", c.slot);
+                                ports.set_port(slot, c.port);
+                                let _ = direct::send_with_fd(
+                                    c.ctl.get_ref(),
+                                    format!("SLOT {slot}\n").as_bytes(),
+                                    ports_fd.as_raw_fd(),
+                                );
+                            }
+                            // A process of another device on this host: the table only.
+                            Some("OBSERVE") if clients[i].slot == NO_SLOT => {
+                                let _ = direct::send_with_fd(
+                                    clients[i].ctl.get_ref(),
+                                    b"TABLE\n",
+                                    ports_fd.as_raw_fd(),
+                                );
+                                break false;
                             }
                             Some("LISTEN") => {
-                                c.listening = w[1..]
+                                clients[i].listening = w[1..]
                                     .iter()
                                     .filter_map(|s| u64::from_str_radix(s, 16).ok())
                                     .collect();
@@ -300,11 +362,20 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                             _ => {}
                         }
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return true,
-                    Err(_) => return false,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break true,
+                    Err(_) => break false,
+                }
+            };
+            if keep {
+                i += 1;
+            } else {
+                // gone (exit, kill -9) or only observing: its slot's port is nobody's now
+                let c = clients.swap_remove(i);
+                if c.slot != NO_SLOT {
+                    ports.set_port(c.slot, 0);
                 }
             }
-        });
+        }
         if clients.is_empty() {
             let since = *idle_since.get_or_insert_with(Instant::now);
             if since.elapsed() > LINGER {
@@ -321,10 +392,24 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
         if n == 0 {
             continue;
         }
+        arena.clear();
+        runs.clear();
         for d in rx.iter() {
-            if d.truncated || !d.check_icrc(policy, &counters).accept() {
+            if d.truncated {
                 continue;
             }
+            let verdict = d.check_icrc(policy, &counters);
+            if !verdict.accept() {
+                continue;
+            }
+            // the IPv4 ID the ICRC covers, for the receiver's capture
+            let ipv4_id = match verdict {
+                crate::udp::IcrcVerdict::Verified if d.src.is_ipv4() => {
+                    Some(crate::udp::headers::gso_segment_ip_id(d.gro_index as usize))
+                }
+                crate::udp::IcrcVerdict::RecoveredId(id) => Some(id),
+                _ => None,
+            };
             let Some(slot) = route(d.payload, &clients) else {
                 if let Some(mad) = qp1_mad(d.payload) {
                     let now = roce_emu::Instant::from_nanos(crate::udp::monotonic_ns());
@@ -364,14 +449,68 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 tos: d.tos.unwrap_or(0),
                 ttl: d.ttl.unwrap_or(64),
                 flow_label: 0,
+                ipv4_id,
             }
             .emit(&mut hdr);
-            out.clear();
-            out.extend_from_slice(&hdr);
-            out.extend_from_slice(d.payload);
-            let to = socket2::SockAddr::from(SocketAddr::new(ip, c.port));
-            let _ = sock.as_socket2().send_to(&out, &to);
+            let start = arena.len();
+            arena.extend_from_slice(&hdr);
+            arena.extend_from_slice(d.payload);
+            Run::add(&mut runs, c.port, start, arena.len());
         }
+        if !runs.is_empty() {
+            let out: Vec<OutDatagram<'_>> = runs
+                .iter()
+                .map(|r| OutDatagram {
+                    dst: ip,
+                    dst_port: r.port,
+                    src_port: roce_wire::ROCE_V2_UDP_PORT,
+                    tos: None,
+                    ttl: None,
+                    payload: &arena[r.start..r.end],
+                    gso_size: (r.count > 1).then_some(r.seg as u16),
+                })
+                .collect();
+            let _ = sock.send_batch(&out, Wait::Block(Some(Duration::from_millis(20))));
+        }
+    }
+}
+
+/// Forwarded datagrams to one process that leave as one GSO send: equal segments, the last one
+/// possibly shorter, at most [`crate::udp::MAX_GSO_SEGMENTS`].
+struct Run {
+    port: u16,
+    start: usize,
+    end: usize,
+    seg: usize,
+    count: usize,
+    closed: bool,
+}
+
+impl Run {
+    fn add(runs: &mut Vec<Run>, port: u16, start: usize, end: usize) {
+        let len = end - start;
+        if let Some(r) = runs.last_mut() {
+            if r.port == port
+                && r.end == start
+                && !r.closed
+                && r.count < crate::udp::MAX_GSO_SEGMENTS
+                && len <= r.seg
+                && r.end - r.start + len <= 65000
+            {
+                r.end = end;
+                r.count += 1;
+                r.closed = len < r.seg;
+                return;
+            }
+        }
+        runs.push(Run {
+            port,
+            start,
+            end,
+            seg: len,
+            count: 1,
+            closed: false,
+        });
     }
 }
 
@@ -424,6 +563,7 @@ mod tests {
                 tos: 3,
                 ttl: 61,
                 flow_label: 0x12345,
+                ipv4_id: Some(7),
             };
             let mut h = [0u8; HEADER_LEN];
             f.emit(&mut h);

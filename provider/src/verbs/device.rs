@@ -38,6 +38,13 @@ pub struct DeviceConfig {
     /// `tracing` warnings, not on stderr; the `diag_*` counters count them either way. Default:
     /// `ROCE_QUIET=1` in the environment.
     pub quiet: bool,
+    /// UDP runtime: share the address with other processes through the steering helper, as
+    /// the drop-in library does by default (`crate::shared`). Default off: the device binds
+    /// `ip:4791` itself.
+    pub shared: bool,
+    /// UDP runtime, shared device: datagrams to processes on this host go straight to their
+    /// sockets (`crate::shared::direct`). Default on; off sends them through the helper.
+    pub direct: bool,
 }
 
 impl DeviceConfig {
@@ -52,6 +59,8 @@ impl DeviceConfig {
             loss: 0.0,
             progress_thread: true,
             quiet: std::env::var_os("ROCE_QUIET").is_some_and(|v| v == "1"),
+            shared: false,
+            direct: true,
         }
     }
 
@@ -138,6 +147,8 @@ impl Device {
         rc.fault_seed ^= cfg.seed;
         rc.progress_thread = cfg.progress_thread;
         rc.quiet = cfg.quiet;
+        rc.shared = cfg.shared;
+        rc.direct = cfg.direct;
         let dev = crate::runtime::Device::open(rc)
             .map_err(|source| Error::OpenDevice { ip: cfg.ip, source })?;
         Ok(Context::from_engine(

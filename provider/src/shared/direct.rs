@@ -1,0 +1,382 @@
+//! The direct path for local traffic (design §2.2 "Transmit"): a datagram from a process to a
+//! shared device on this host goes socket to socket, to the UDP port of the process owning its
+//! destination QP, instead of through that device's steering helper.
+//!
+//! Each helper publishes its slots' ports in a [`PortTable`]: one page of shared memory (a
+//! `memfd`, nothing on disk) that it hands to every process over the control socket
+//! (`SCM_RIGHTS`): with the `SLOT` answer to a member, and to an observer, a process of another
+//! device that asks with `OBSERVE`. The helper writes a slot's port when its process registers,
+//! clears it when the process's control socket closes (exit, kill -9), and writes a heartbeat
+//! every pass of its loop (at least every 50 ms). A sender trusts a table only while its
+//! heartbeat is under [`STALE_NS`] old, so a dead helper's frozen table is not used for long;
+//! then it sends to `<ip>:4791` as before.
+//!
+//! The ICRC stays sealed for destination port 4791 and the receiving runtime checks a datagram
+//! that did not come from the helper as if it had been sent to 4791, so the datagram is the
+//! RoCEv2 datagram it would have been on the wire (`ROCE_PCAP` shows it so); only the UDP
+//! destination port differs, which `tcpdump -i lo` shows. CM MADs (QP1) still go through the
+//! helper, which routes them by service ID and comm ID. A datagram for a QP of a local shared
+//! device that no process owns is dropped at the sender and counted (`tx_no_owner`), as the
+//! helper would drop it. `ROCE_DIRECT=0` sends everything to `<ip>:4791`.
+use std::io;
+use std::net::IpAddr;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::linux::net::SocketAddrExt;
+use std::os::unix::net::{SocketAddr as UnixAddr, UnixStream};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use super::SLOTS;
+
+/// A table whose heartbeat is older than this is not used (its helper is gone or stuck).
+pub const STALE_NS: u64 = 1_000_000_000;
+/// How long a sender waits before it looks again for the helper of an address that had none.
+const RETRY_NS: u64 = 1_000_000_000;
+const MAGIC: u64 = u64::from_be_bytes(*b"ROCEPRT1");
+const PAGE: usize = 4096;
+const PORTS_AT: usize = 16;
+
+/// A helper's slot-to-port table in shared memory (see the module docs).
+pub struct PortTable {
+    base: *mut u8,
+}
+
+// SAFETY: the mapping lives as long as the value and is only accessed through atomics.
+unsafe impl Send for PortTable {}
+// SAFETY: as above.
+unsafe impl Sync for PortTable {}
+
+impl Drop for PortTable {
+    fn drop(&mut self) {
+        // SAFETY: `base` is a live mapping of PAGE bytes made by `map`.
+        unsafe { libc::munmap(self.base.cast(), PAGE) };
+    }
+}
+
+impl PortTable {
+    /// A new, empty table (the helper's) and the `memfd` that maps it.
+    pub fn create() -> io::Result<(PortTable, OwnedFd)> {
+        // SAFETY: a NUL-terminated name and valid flags.
+        let fd = unsafe { libc::memfd_create(c"roce-ports".as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        // SAFETY: plain syscall on an owned fd.
+        if unsafe { libc::ftruncate(fd.as_raw_fd(), PAGE as libc::off_t) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let t = PortTable::map_fd(fd.as_raw_fd())?;
+        t.word64(0).store(MAGIC, Ordering::Release);
+        Ok((t, fd))
+    }
+
+    /// Maps a table received from a helper.
+    pub fn map(fd: &OwnedFd) -> io::Result<PortTable> {
+        // SAFETY: plain syscall; `st` is a live local.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        if (st.st_size as usize) < PAGE {
+            return Err(io::Error::other(
+                "roce: the steering helper sent no port table",
+            ));
+        }
+        let t = PortTable::map_fd(fd.as_raw_fd())?;
+        if t.word64(0).load(Ordering::Acquire) != MAGIC {
+            return Err(io::Error::other(
+                "roce: the steering helper's port table is of another version",
+            ));
+        }
+        Ok(t)
+    }
+
+    fn map_fd(fd: RawFd) -> io::Result<PortTable> {
+        // SAFETY: a shared mapping of PAGE bytes of a file at least that long.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                PAGE,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fd,
+                0,
+            )
+        };
+        if p == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(PortTable { base: p.cast() })
+    }
+
+    fn word64(&self, at: usize) -> &AtomicU64 {
+        debug_assert!(at.is_multiple_of(8) && at + 8 <= PAGE);
+        // SAFETY: aligned, inside the mapping, only ever accessed atomically.
+        unsafe { &*self.base.add(at).cast::<AtomicU64>() }
+    }
+
+    fn port_word(&self, slot: u32) -> Option<&AtomicU32> {
+        (slot < SLOTS).then(|| {
+            // SAFETY: aligned, inside the mapping (16 + 4 * 64 < PAGE), accessed atomically.
+            unsafe {
+                &*self
+                    .base
+                    .add(PORTS_AT + 4 * slot as usize)
+                    .cast::<AtomicU32>()
+            }
+        })
+    }
+
+    /// The helper: `slot`'s process receives on `port` (0: no process).
+    pub fn set_port(&self, slot: u32, port: u16) {
+        if let Some(w) = self.port_word(slot) {
+            w.store(u32::from(port), Ordering::Release);
+        }
+    }
+
+    /// The UDP port of `slot`'s process; 0 when the slot is free.
+    pub fn port(&self, slot: u32) -> u16 {
+        self.port_word(slot)
+            .map_or(0, |w| w.load(Ordering::Acquire) as u16)
+    }
+
+    /// The helper is alive at `now_ns` (`CLOCK_MONOTONIC`).
+    pub fn beat(&self, now_ns: u64) {
+        self.word64(8).store(now_ns, Ordering::Release);
+    }
+
+    /// The helper beat within [`STALE_NS`] of `now_ns`.
+    pub fn fresh(&self, now_ns: u64) -> bool {
+        now_ns.saturating_sub(self.word64(8).load(Ordering::Acquire)) < STALE_NS
+    }
+}
+
+/// Sends `line` with `fd` attached (`SCM_RIGHTS`).
+pub fn send_with_fd(s: &UnixStream, line: &[u8], fd: RawFd) -> io::Result<()> {
+    let mut iov = libc::iovec {
+        iov_base: line.as_ptr() as *mut libc::c_void,
+        iov_len: line.len(),
+    };
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut ctl = vec![0u64; space.div_ceil(8)];
+    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    // SAFETY: the control buffer holds one header and one fd (CMSG_SPACE above).
+    unsafe {
+        let c = libc::CMSG_FIRSTHDR(&msg);
+        (*c).cmsg_level = libc::SOL_SOCKET;
+        (*c).cmsg_type = libc::SCM_RIGHTS;
+        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
+    }
+    // SAFETY: `msg` is fully initialised.
+    let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Receives what is there (up to `buf.len()` bytes) and an fd if one came with it.
+/// `nonblocking`: `WouldBlock` instead of waiting. `Ok((0, None))` is the end of the stream.
+pub fn recv_with_fd(
+    s: &UnixStream,
+    buf: &mut [u8],
+    nonblocking: bool,
+) -> io::Result<(usize, Option<OwnedFd>)> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    // SAFETY: CMSG_SPACE is a pure computation.
+    let space = unsafe { libc::CMSG_SPACE(4 * std::mem::size_of::<RawFd>() as u32) } as usize;
+    let mut ctl = vec![0u64; space.div_ceil(8)];
+    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
+    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_iov = &mut iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = ctl.as_mut_ptr().cast();
+    msg.msg_controllen = space as _;
+    let flags = libc::MSG_CMSG_CLOEXEC | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
+    // SAFETY: `msg` is fully initialised and its buffers are live.
+    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, flags) };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let mut got = None;
+    // SAFETY: walking the control messages the kernel wrote, within msg_controllen.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
+                let data = libc::CMSG_DATA(c).cast::<RawFd>();
+                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
+                    / std::mem::size_of::<RawFd>();
+                for i in 0..count {
+                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
+                    // the first is the table; any other is closed by the drop
+                    if got.is_none() {
+                        got = Some(fd);
+                    }
+                }
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+    }
+    Ok((n as usize, got))
+}
+
+/// Where a datagram the engine addressed to `<ip>:4791` goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Route {
+    /// To `<ip>:4791`, as addressed: not a local shared device, a CM MAD, a stale table.
+    Wire,
+    /// Straight to this UDP port of the owning process.
+    Port(u16),
+    /// A QP of a local shared device that no process owns: dropped (counted).
+    NoOwner,
+}
+
+enum Peer {
+    /// No helper for the address (not a local shared device) when last looked.
+    Absent,
+    /// Asked a helper for its table; the answer is not in yet.
+    Asking(UnixStream),
+    Ready(PortTable),
+}
+
+/// A process's view of the local shared devices: its own device's table (from its membership)
+/// and those of the other addresses it sends to, found on first use (see the module docs).
+pub struct Direct {
+    ip: IpAddr,
+    own: PortTable,
+    peers: Vec<(IpAddr, Peer, u64)>,
+}
+
+impl Direct {
+    /// The direct path of the device at `ip`, whose helper's table is `own`.
+    pub fn new(ip: IpAddr, own: PortTable) -> Direct {
+        Direct {
+            ip,
+            own,
+            peers: Vec::new(),
+        }
+    }
+
+    /// Where a datagram to `dst`, BTH DestQP `dqp`, goes at `now_ns` (`CLOCK_MONOTONIC`).
+    pub fn route(&mut self, dst: IpAddr, dqp: u32, now_ns: u64) -> Route {
+        if dqp == roce_wire::mad::GSI_QPN {
+            return Route::Wire;
+        }
+        let Some(slot) = super::slot_of_qpn(dqp) else {
+            return Route::Wire;
+        };
+        let table = if dst == self.ip {
+            Some(&self.own)
+        } else {
+            self.peer(dst, now_ns)
+        };
+        match table {
+            Some(t) if t.fresh(now_ns) => match t.port(slot) {
+                0 => Route::NoOwner,
+                p => Route::Port(p),
+            },
+            _ => Route::Wire,
+        }
+    }
+
+    fn peer(&mut self, dst: IpAddr, now_ns: u64) -> Option<&PortTable> {
+        let i = match self.peers.iter().position(|p| p.0 == dst) {
+            Some(i) => i,
+            None => {
+                self.peers.push((dst, Peer::Absent, 0));
+                self.peers.len() - 1
+            }
+        };
+        let (_, state, retry_at) = &mut self.peers[i];
+        if let Peer::Ready(t) = state {
+            if !t.fresh(now_ns) {
+                // its helper left (or hangs): look for a new one now, then once a second
+                *state = Peer::Absent;
+            }
+        }
+        if matches!(state, Peer::Absent) && now_ns >= *retry_at {
+            *retry_at = now_ns + RETRY_NS;
+            if let Some(s) = ask(dst) {
+                *state = Peer::Asking(s);
+            }
+        }
+        if let Peer::Asking(s) = state {
+            let mut buf = [0u8; 64];
+            match recv_with_fd(s, &mut buf, true) {
+                Ok((n, Some(fd))) if buf[..n].starts_with(b"TABLE") => {
+                    *state = PortTable::map(&fd).map_or(Peer::Absent, Peer::Ready);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock && now_ns < *retry_at => {}
+                _ => *state = Peer::Absent,
+            }
+        }
+        match state {
+            Peer::Ready(t) => Some(t),
+            _ => None,
+        }
+    }
+}
+
+/// Connects to the helper of `ip` (if one runs: `ip` is then a shared device of this host and
+/// user) and asks for its table; `None` when there is none.
+fn ask(ip: IpAddr) -> Option<UnixStream> {
+    let addr = UnixAddr::from_abstract_name(super::control_name(ip).as_bytes()).ok()?;
+    let s = UnixStream::connect_addr(&addr).ok()?;
+    use std::io::Write as _;
+    (&s).write_all(b"OBSERVE\n").ok()?;
+    Some(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn table_through_a_socket_and_routes() {
+        let (t, fd) = PortTable::create().unwrap();
+        let (a, b) = UnixStream::pair().unwrap();
+        send_with_fd(&a, b"SLOT 3\n", fd.as_raw_fd()).unwrap();
+        let mut buf = [0u8; 64];
+        let (n, got) = recv_with_fd(&b, &mut buf, false).unwrap();
+        assert_eq!(&buf[..n], b"SLOT 3\n");
+        let seen = PortTable::map(&got.unwrap()).unwrap();
+        let now = crate::udp::monotonic_ns();
+        t.beat(now);
+        t.set_port(1, 40001);
+        assert_eq!(seen.port(1), 40001);
+        let ip: IpAddr = "127.0.0.1".parse().unwrap();
+        let mut d = Direct::new(ip, seen);
+        let (q1, _) = super::super::qpn_range(1);
+        let (q2, _) = super::super::qpn_range(2);
+        assert_eq!(d.route(ip, q1, now), Route::Port(40001));
+        assert_eq!(d.route(ip, q2, now), Route::NoOwner, "a free slot");
+        assert_eq!(
+            d.route(ip, 1, now),
+            Route::Wire,
+            "CM MADs through the helper"
+        );
+        assert_eq!(
+            d.route(ip, q1, now + STALE_NS),
+            Route::Wire,
+            "a stale table"
+        );
+        t.set_port(1, 0);
+        assert_eq!(d.route(ip, q1, now), Route::NoOwner, "its process died");
+        // an address with no helper of this user: as addressed, and asked again a second later
+        let other: IpAddr = "127.0.99.77".parse().unwrap();
+        assert_eq!(d.route(other, q1, now), Route::Wire);
+        assert_eq!(d.peers.len(), 1);
+    }
+}
