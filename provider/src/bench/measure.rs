@@ -27,6 +27,7 @@ mod lossy;
 mod passive;
 mod runs;
 mod scale;
+mod shared;
 
 use loops::*;
 pub use lossy::LOSS_MSG;
@@ -34,6 +35,7 @@ use lossy::*;
 pub use passive::*;
 pub use runs::*;
 use scale::*;
+pub use shared::*;
 
 /// A benchmarked operation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -185,7 +187,20 @@ impl CounterSnap {
 
 impl Side {
     pub(crate) fn open(ip: IpAddr, mtu: Mtu, len: usize, loss: f64) -> Result<Side, String> {
+        Side::open_as(ip, mtu, len, loss, Sharing::current())
+    }
+
+    /// [`Side::open`], shared with other processes or not (`--tests shared`).
+    pub(crate) fn open_as(
+        ip: IpAddr,
+        mtu: Mtu,
+        len: usize,
+        loss: f64,
+        sharing: Sharing,
+    ) -> Result<Side, String> {
         let cfg = DeviceConfig {
+            shared: sharing != Sharing::No,
+            direct: sharing == Sharing::Direct,
             mtu,
             loss,
             progress_thread: PROGRESS_THREAD.load(Ordering::Relaxed),

@@ -73,7 +73,8 @@ pub struct BenchArgs {
     /// the best of each (default 2; 1 with --quick).
     #[arg(long)]
     pub repeat: Option<usize>,
-    /// Tests to run: any of write, read, send, lat.
+    /// Tests to run: any of write, read, send, lat; `shared`: the cost of sharing one device
+    /// among processes (measure/shared.rs).
     #[arg(long, value_delimiter = ',', default_value = "write,read,send,lat")]
     pub tests: Vec<String>,
     /// Skip the raw UDP baseline.
@@ -92,6 +93,10 @@ pub struct BenchArgs {
     /// drive everything).
     #[arg(long)]
     pub no_progress_thread: bool,
+    /// `--server` only: open the device shared (`direct`, `helper`) or not (`no`); started so
+    /// by `--tests shared`.
+    #[arg(long, hide = true, default_value = "no")]
+    pub sharing: String,
 }
 
 fn parse_mtu_arg(s: &str) -> Result<Mtu, String> {
@@ -147,6 +152,8 @@ pub struct Plan {
     pub counters: bool,
     /// `--loss`: also Write and Read 4 MiB with this fraction of datagrams dropped.
     pub loss: Option<f64>,
+    /// `--tests shared`: the cost of sharing one device (`measure/shared.rs`).
+    pub shared: bool,
 }
 
 impl Plan {
@@ -165,13 +172,15 @@ impl Plan {
         let iters = a.iters.unwrap_or(if a.quick { 300 } else { 5000 }).max(1);
         let mut ops = Vec::new();
         let mut latency = false;
+        let mut shared = false;
         for t in &a.tests {
             match t.trim() {
                 "write" => ops.push(Op::Write),
                 "read" => ops.push(Op::Read),
                 "send" => ops.push(Op::Send),
                 "lat" | "latency" => latency = true,
-                other => return Err(format!("unknown test {other:?} (write, read, send, lat)")),
+                "shared" => shared = true,
+                other => return Err(format!("unknown test {other:?} (write, read, send, lat, shared)")),
             }
         }
         Ok(Plan {
@@ -186,6 +195,7 @@ impl Plan {
             repeat: a.repeat.unwrap_or(if a.quick { 1 } else { 2 }).clamp(1, 20),
             counters: a.counters,
             loss: a.loss,
+            shared,
         })
     }
 }
@@ -203,6 +213,33 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         !args.no_progress_thread,
         std::sync::atomic::Ordering::Relaxed,
     );
+    if args.server {
+        match measure::Sharing::parse(&args.sharing) {
+            Ok(s) => s.set_current(),
+            Err(e) => {
+                let _ = writeln!(err, "roce bench: {e}");
+                return 2;
+            }
+        }
+    } else if plan.shared && args.client.is_none() {
+        let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
+        match measure::shared_cost(ip, args.peer_ip, args.port, &plan, err) {
+            Ok(c) => {
+                if args.json {
+                    let _ = writeln!(out, "{}", serde_json::json!({ "shared": c }));
+                } else {
+                    let _ = c.print(out);
+                }
+            }
+            Err(e) => {
+                let _ = writeln!(err, "roce bench: shared: {e}");
+                return 2;
+            }
+        }
+        if plan.ops.is_empty() && !plan.latency {
+            return 0;
+        }
+    }
     let res = if args.server {
         let ip = args.ip.unwrap_or(IpAddr::from([127, 0, 0, 1]));
         measure::serve(ip, args.port, plan.mtu, err).map(|_| None)
