@@ -45,6 +45,13 @@ impl WorkCompletion {
     pub fn byte_len(&self) -> u32 {
         self.0.byte_len
     }
+    /// The rkey a SEND with invalidate invalidated (`IBV_WC_WITH_INV`, `invalidated_rkey`).
+    pub fn invalidated_rkey(&self) -> Option<u32> {
+        self.0
+            .wc_flags
+            .contains(WcFlags::WITH_INV)
+            .then_some(self.0.imm_data)
+    }
     /// Immediate data, when the sender attached some.
     pub fn imm_data(&self) -> Option<u32> {
         self.0

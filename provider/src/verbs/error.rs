@@ -23,6 +23,9 @@ pub enum Error {
     /// `ibv_alloc_pd` failed.
     #[error("cannot allocate a protection domain: {0}")]
     AllocPd(#[source] roce_emu::Error),
+    /// `ibv_alloc_mw` failed (`NoMem`: the device's `max_mw` windows exist).
+    #[error("cannot allocate a memory window: {0}")]
+    AllocMw(#[source] roce_emu::Error),
     /// `ibv_reg_mr` failed.
     #[error("cannot register a memory region of {len} bytes: {source}")]
     RegisterMr {

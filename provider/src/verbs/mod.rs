@@ -43,6 +43,7 @@ pub(crate) mod engine;
 mod error;
 pub mod exchange;
 mod mr;
+mod mw;
 mod pd;
 mod qp;
 pub mod sim;
@@ -52,14 +53,15 @@ pub use cq::{CompletionChannel, CompletionQueue, CqBuilder, WorkCompletion};
 pub use device::{devices, parse_mtu, Context, Device, DeviceConfig};
 pub use error::{Error, Result};
 pub use mr::{LocalSlice, MemoryRegion, RemoteSlice, ALLOC_ALIGN};
+pub use mw::MemoryWindow;
 pub use pd::{grh_source_gid, AddressHandle, ProtectionDomain};
 pub use qp::{
     Opcode, PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint, SendRequest, UdDest,
     DEFAULT_QKEY,
 };
 pub use roce_emu::{
-    AccessFlags, AhAttr, AsyncEvent, Counters, DeviceAttr, Gid, Mtu, PortAttr, QpAttr, QpAttrMask,
-    QpCap, QpState, QpType, SrqAttr, WcFlags, WcOpcode, WcStatus,
+    AccessFlags, AhAttr, AsyncEvent, Counters, DeviceAttr, Gid, Mtu, MwType, PortAttr, QpAttr,
+    QpAttrMask, QpCap, QpState, QpType, SrqAttr, WcFlags, WcOpcode, WcStatus,
 };
 pub use srq::{SharedReceiveQueue, SrqBuilder};
 

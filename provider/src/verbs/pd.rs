@@ -57,6 +57,12 @@ impl ProtectionDomain {
         MemoryRegion::register(&self.inner, DmaBuf::zeroed(len), access)
     }
 
+    /// A memory window (`ibv_alloc_mw`) of type 1 or 2, for regions of this PD registered with
+    /// `AccessFlags::MW_BIND` ([`super::QueuePair::bind_mw`]).
+    pub fn alloc_mw(&self, ty: roce_emu::MwType) -> Result<super::MemoryWindow> {
+        super::MemoryWindow::alloc(&self.inner, ty)
+    }
+
     /// A queue pair builder (`ibv_create_qp`) with `send_cq` and `recv_cq` (may be the same).
     pub fn create_qp<'a>(
         &'a self,

@@ -187,7 +187,11 @@ impl QueuePair {
             (QpType::Ud, _) => false,
             (
                 QpType::Uc,
-                Opcode::Read(_) | Opcode::CompareSwap { .. } | Opcode::FetchAdd { .. },
+                Opcode::Read(_)
+                | Opcode::CompareSwap { .. }
+                | Opcode::FetchAdd { .. }
+                | Opcode::SendWithInv(_)
+                | Opcode::LocalInv(_),
             ) => false,
             _ => true,
         };
@@ -260,6 +264,36 @@ impl QueuePair {
                 e.compare_add = add;
                 remote(&r, &mut e);
             }
+            Opcode::SendWithInv(rkey) => {
+                e.opcode = WrOpcode::SendWithInv;
+                e.invalidate_rkey = rkey;
+            }
+            Opcode::LocalInv(rkey) => {
+                e.opcode = WrOpcode::LocalInv;
+                e.invalidate_rkey = rkey;
+            }
+            Opcode::BindMw {
+                mw_rkey,
+                rkey,
+                access,
+            } => {
+                let [s] = &sges[..n] else {
+                    return Err(Error::PostSend {
+                        qpn,
+                        reason: "a bind names exactly one slice of a region".into(),
+                    });
+                };
+                e.opcode = WrOpcode::BindMw;
+                e.bind = roce_emu::MwBind {
+                    mw_rkey,
+                    rkey,
+                    mr_lkey: s.lkey,
+                    addr: s.addr,
+                    length: s.length.into(),
+                    access,
+                };
+                e.sg_list = &[];
+            }
         }
         if let Opcode::CompareSwap { remote: r, .. } | Opcode::FetchAdd { remote: r, .. } = wr.op {
             let local_ok = n == 1 && sges[0].length == 8 && sges[0].addr & 7 == 0;
@@ -305,6 +339,64 @@ impl QueuePair {
                 qpn,
                 reason: post_reason(other),
             },
+        })
+    }
+
+    /// Binds `mw` to `region` (a slice of a region registered with `AccessFlags::MW_BIND`) with
+    /// `access` (`ibv_bind_mw` for type 1, `IBV_WR_BIND_MW` for type 2, which ties the window to
+    /// this QP): the window's rkey gets the next key byte, and the returned slice is what to give
+    /// the peer. The bind's completion (`WcOpcode::BindMw`) says whether it took.
+    pub fn bind_mw(
+        &self,
+        mw: &super::MemoryWindow,
+        region: LocalSlice<'_>,
+        access: AccessFlags,
+        wr_id: u64,
+    ) -> Result<RemoteSlice> {
+        if !Arc::ptr_eq(&mw.pd, &self.inner.pd) {
+            return Err(Error::WrongPd(
+                "bind_mw with a window of another protection domain",
+            ));
+        }
+        let rkey = mw.next_rkey();
+        let local = [region];
+        let op = Opcode::BindMw {
+            mw_rkey: mw.rkey(),
+            rkey,
+            access,
+        };
+        self.post(&SendRequest {
+            op,
+            ..SendRequest::send(wr_id, &local)
+        })?;
+        mw.set_rkey(rkey);
+        Ok(RemoteSlice {
+            addr: region.sge().addr,
+            rkey,
+            len: region.len() as u64,
+        })
+    }
+
+    /// Invalidates the type 2 memory window with `rkey` (`IBV_WR_LOCAL_INV`); completes with
+    /// `WcOpcode::LocalInv`.
+    pub fn post_local_invalidate(&self, rkey: u32, wr_id: u64) -> Result<()> {
+        self.post(&SendRequest {
+            op: Opcode::LocalInv(rkey),
+            ..SendRequest::send(wr_id, &[])
+        })
+    }
+
+    /// SEND of `local` that invalidates the peer's type 2 window `rkey` (`IBV_WR_SEND_WITH_INV`):
+    /// the peer's receive completion carries `WcFlags::WITH_INV` and the rkey.
+    pub fn post_send_with_invalidate(
+        &self,
+        local: &[LocalSlice<'_>],
+        rkey: u32,
+        wr_id: u64,
+    ) -> Result<()> {
+        self.post(&SendRequest {
+            op: Opcode::SendWithInv(rkey),
+            ..SendRequest::send(wr_id, local)
         })
     }
 

@@ -522,3 +522,59 @@ fn resize_cq_keeps_queued_completions_and_rounds_as_rxe() {
     assert!(wc[..15].iter().all(|w| w.is_ok() && w.byte_len() == 6));
     assert!(rcq.poll(&mut wc).unwrap().is_empty());
 }
+
+#[test]
+fn memory_window_bind_remote_write_and_invalidate_by_send() {
+    let (_n, a, b) = pair(LinkConfig::default());
+    let (qa, qb) = connect(&a, &b, QpType::Rc);
+    let region =
+        b.pd.allocate(4096, AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND)
+            .unwrap();
+    let mw = b.pd.alloc_mw(MwType::Type2).unwrap();
+    let before = mw.rkey();
+    let win = qb
+        .bind_mw(&mw, region.slice(1024..1280), AccessFlags::REMOTE_WRITE, 1)
+        .unwrap();
+    assert_eq!(ok(&b.cq).opcode(), WcOpcode::BindMw);
+    assert_eq!(
+        (win.rkey, mw.rkey()),
+        ((before & !0xFF) | (before.wrapping_add(1) & 0xFF), win.rkey)
+    );
+    let src =
+        a.pd.register(b"window".to_vec(), AccessFlags::LOCAL_WRITE)
+            .unwrap();
+    qa.post(&SendRequest::write(2, &[src.slice(..)], win))
+        .unwrap();
+    ok(&a.cq);
+    assert_eq!(&region.to_vec()[1024..1030], b"window");
+    // the peer takes the window back with its SEND
+    let rbuf = b.pd.allocate(64, AccessFlags::LOCAL_WRITE).unwrap();
+    qb.post_receive(&[rbuf.slice(..)], 3).unwrap();
+    qa.post_send_with_invalidate(&[src.slice(..)], win.rkey, 4)
+        .unwrap();
+    let wc = ok(&b.cq);
+    assert_eq!(wc.invalidated_rkey(), Some(win.rkey));
+    ok(&a.cq);
+    // a WRITE through it now fails; the region (no window bound) can go
+    qa.post(&SendRequest::write(5, &[src.slice(..)], win))
+        .unwrap();
+    assert_eq!(a.cq.wait_one(T).unwrap().status(), WcStatus::RemAccessErr);
+    drop(mw);
+    drop(region);
+    // LOCAL_INV through the Rust API on a fresh pair
+    let (qa, qb) = connect(&a, &b, QpType::Rc);
+    let region =
+        b.pd.allocate(4096, AccessFlags::LOCAL_WRITE | AccessFlags::MW_BIND)
+            .unwrap();
+    let mw = b.pd.alloc_mw(MwType::Type2).unwrap();
+    let win = qb
+        .bind_mw(&mw, region.slice(..), AccessFlags::REMOTE_READ, 6)
+        .unwrap();
+    ok(&b.cq);
+    qb.post_local_invalidate(win.rkey, 7).unwrap();
+    assert_eq!(ok(&b.cq).opcode(), WcOpcode::LocalInv);
+    let dst = a.pd.allocate(16, AccessFlags::LOCAL_WRITE).unwrap();
+    qa.post(&SendRequest::read(8, &[dst.slice(..)], win.slice(..16)))
+        .unwrap();
+    assert_eq!(a.cq.wait_one(T).unwrap().status(), WcStatus::RemAccessErr);
+}

@@ -31,6 +31,21 @@ pub enum Opcode {
         /// Addend.
         add: u64,
     },
+    /// SEND that also invalidates the peer's memory window with this rkey (type 2).
+    SendWithInv(u32),
+    /// Invalidates a type 2 memory window of this QP's PD (a local operation, no packet).
+    LocalInv(u32),
+    /// Binds the window with rkey `mw_rkey` to the one local slice of the request, with
+    /// `access`; the window's rkey becomes `rkey` (only its key byte is the program's).
+    /// [`QueuePair::bind_mw`](super::QueuePair::bind_mw) builds it.
+    BindMw {
+        /// The window's current rkey.
+        mw_rkey: u32,
+        /// Its rkey after the bind.
+        rkey: u32,
+        /// Remote access the window grants.
+        access: roce_emu::AccessFlags,
+    },
 }
 
 impl Opcode {
@@ -43,6 +58,9 @@ impl Opcode {
             Opcode::Read(_) => "RDMA READ",
             Opcode::CompareSwap { .. } => "atomic compare-and-swap",
             Opcode::FetchAdd { .. } => "atomic fetch-and-add",
+            Opcode::SendWithInv(_) => "SEND with invalidate",
+            Opcode::LocalInv(_) => "local invalidate",
+            Opcode::BindMw { .. } => "bind memory window",
         }
     }
 }
