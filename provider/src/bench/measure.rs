@@ -4,7 +4,8 @@
 //! This file has the result types, the constants and a benchmark [`Side`] (device, PD, CQ, MR);
 //! the active side's bandwidth and latency loops are in [`loops`], the passive side (local
 //! thread or `--server`) in [`passive`], the runs over a plan (progress line, baselines,
-//! `in_process`, `client`) in [`runs`], the `--check` loss and 1,000-QP extras in [`scale`].
+//! `in_process`, `client`) in [`runs`], the `--check` loss and 1,000-QP extras in [`scale`],
+//! the RDMA CM connection rate in [`cm`].
 use super::report::{Baseline, BwRow, LatRow, Report, Scale};
 use super::Plan;
 use crate::udp::baseline::{self, PingPong, Technique};
@@ -22,6 +23,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+mod cm;
 mod loops;
 mod lossy;
 mod passive;
@@ -29,6 +31,8 @@ mod runs;
 mod scale;
 mod shared;
 
+pub use cm::CmRow;
+use cm::*;
 use loops::*;
 pub use lossy::LOSS_MSG;
 use lossy::*;

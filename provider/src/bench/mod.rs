@@ -73,7 +73,8 @@ pub struct BenchArgs {
     /// the best of each (default 2; 1 with --quick).
     #[arg(long)]
     pub repeat: Option<usize>,
-    /// Tests to run: any of write, read, send, lat; `shared`: the cost of sharing one device
+    /// Tests to run: any of write, read, send, lat; `cm`: RDMA CM connections per second next
+    /// to TCP connect/accept (measure/cm.rs); `shared`: the cost of sharing one device
     /// among processes (measure/shared.rs).
     #[arg(long, value_delimiter = ',', default_value = "write,read,send,lat")]
     pub tests: Vec<String>,
@@ -154,6 +155,8 @@ pub struct Plan {
     pub loss: Option<f64>,
     /// `--tests shared`: the cost of sharing one device (`measure/shared.rs`).
     pub shared: bool,
+    /// `--tests cm`: RDMA CM connections set up and torn down per second (`measure/cm.rs`).
+    pub cm: bool,
 }
 
 impl Plan {
@@ -173,6 +176,7 @@ impl Plan {
         let mut ops = Vec::new();
         let mut latency = false;
         let mut shared = false;
+        let mut cm = false;
         for t in &a.tests {
             match t.trim() {
                 "write" => ops.push(Op::Write),
@@ -180,7 +184,12 @@ impl Plan {
                 "send" => ops.push(Op::Send),
                 "lat" | "latency" => latency = true,
                 "shared" => shared = true,
-                other => return Err(format!("unknown test {other:?} (write, read, send, lat, shared)")),
+                "cm" => cm = true,
+                other => {
+                    return Err(format!(
+                        "unknown test {other:?} (write, read, send, lat, cm, shared)"
+                    ))
+                }
             }
         }
         Ok(Plan {
@@ -196,6 +205,7 @@ impl Plan {
             counters: a.counters,
             loss: a.loss,
             shared,
+            cm,
         })
     }
 }
@@ -236,7 +246,7 @@ pub fn run(args: &BenchArgs, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 return 2;
             }
         }
-        if plan.ops.is_empty() && !plan.latency {
+        if plan.ops.is_empty() && !plan.latency && !plan.cm {
             return 0;
         }
     }

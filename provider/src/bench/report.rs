@@ -179,6 +179,8 @@ pub struct Report {
     pub scale: Option<Scale>,
     /// `--loss`: 4 MiB Write and Read with and without loss.
     pub loss: Vec<LossRow>,
+    /// `--tests cm`: RDMA CM connections per second next to TCP's.
+    pub cm: Option<super::measure::CmRow>,
     /// Issue-6 checks (with `--check`).
     pub checks: Vec<Check>,
     /// `--perftest`: unmodified perftest through the drop-in library.
@@ -200,6 +202,7 @@ impl Report {
             floor_64k: None,
             scale: None,
             loss: Vec::new(),
+            cm: None,
             checks: Vec::new(),
             perftest: None,
             perftest_error: None,
@@ -376,6 +379,18 @@ impl Report {
 
     /// perftest-style tables.
     pub fn print(&self, out: &mut dyn Write) -> io::Result<()> {
+        if self.bw.is_empty() && self.lat.is_none() {
+            writeln!(out, "roce bench: {} -> peer", self.local_ip)?;
+        } else {
+            self.print_bw_lat(out)?;
+        }
+        if let Some(c) = &self.cm {
+            c.print(out)?;
+        }
+        self.print_extras(out)
+    }
+
+    fn print_bw_lat(&self, out: &mut dyn Write) -> io::Result<()> {
         writeln!(
             out,
             "roce bench: RC, 1 QP, MTU {}, {:.2} s per point, {} -> peer",
@@ -460,6 +475,10 @@ impl Report {
                 )?;
             }
         }
+        Ok(())
+    }
+
+    fn print_extras(&self, out: &mut dyn Write) -> io::Result<()> {
         if let Some(s) = &self.scale {
             writeln!(out)?;
             writeln!(out, " 64 KiB RC Write: lossless {:.3} Gb/s; 1% loss ({} -> {}) {}; {} QPs {:.3} Gb/s; engine memory {} B per QP", s.lossless.gbit_per_s(), s.lossy_ips.0, s.lossy_ips.1, s.lossy.map(|l| format!("{:.3} Gb/s", l.gbit_per_s())).unwrap_or_else(|| "n/a".into()), s.qps, s.many.gbit_per_s(), s.bytes_per_qp)?;
@@ -645,6 +664,7 @@ impl Report {
                     "write_bw_over_bench_write_64k": bw,
                 })
             }),
+            "cm": self.cm.as_ref().map(|c| c.json()),
             "perftest_error": self.perftest_error,
             "checks": self.checks,
         })

@@ -26,7 +26,7 @@ pub mod headers;
 pub mod idsolve;
 pub mod raw;
 mod socket;
-mod sys;
+pub(crate) mod sys;
 #[cfg(test)]
 pub(crate) use sys::pin_to_cpu;
 pub(crate) use sys::{cpus_allowed, monotonic_ns, yield_cpu};

@@ -347,6 +347,19 @@ pub fn in_process(
         );
         rep.loss = loss_points((ip_a, ip_b), plan, loss, &a, &mut passive)?;
     }
+    if plan.cm {
+        let _ = writeln!(
+            err,
+            "roce bench: cm: RDMA CM connections per second, then TCP connect/accept"
+        );
+        rep.cm = Some(cm_rates(
+            &a,
+            &passive.side,
+            plan.duration,
+            plan.repeat,
+            plan.baseline,
+        )?);
+    }
     Ok(rep)
 }
 
@@ -377,6 +390,10 @@ pub fn client(
     // The raw UDP baseline runs on this host's loopback: meaningful only when the server is here.
     let mut plan = plan.clone();
     plan.check = false;
+    if plan.cm {
+        let _ = writeln!(err, "roce bench: cm: one-process mode only; not measured");
+        plan.cm = false;
+    }
     run_all(&a, &mut passive, &plan, plan.baseline && loopback, err)
 }
 
