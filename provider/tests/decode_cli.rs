@@ -133,7 +133,7 @@ fn synthetic_capture_text_lines_summary_and_exit_1() {
     assert!(lines[3].contains("AtomicETH(va=0x1000 rkey=0x9 swap_add=0x5 cmp=0x6)"));
     assert!(lines[4].contains("IETH(rkey=0x77) len=1 ICRC ok"));
     assert!(lines[5].contains("RC unknown(0x15)") && lines[5].contains("[unknown opcode 0x15]"));
-    assert!(lines[6].contains("RD RDMA_WRITE_ONLY [unsupported]") && lines[6].contains("ICRC ok"));
+    assert!(lines[6].contains("DC RDMA_WRITE_ONLY [unsupported]") && lines[6].contains("ICRC ok"));
     assert!(
         lines[7].contains("fe80::1:49152 → fe80::2:4791 RoCEv2 RC RDMA_WRITE_ONLY")
             && lines[7].contains("RETH(va=0x55f4e59cedb0 rkey=0x1350d len=7) len=7 ICRC ok")

@@ -19,7 +19,8 @@ pub enum Transport {
     Rc,
     /// Unreliable Connected (0x20–0x3F).
     Uc,
-    /// Reliable Datagram (0x40–0x5F); ConnectX DC reuses this space.
+    /// Reliable Datagram (0x40–0x5F); ConnectX DC reuses this space on RoCE (see
+    /// [`Opcode::is_roce_dc`]).
     Rd,
     /// Unreliable Datagram (0x60–0x7F).
     Ud,
@@ -314,6 +315,10 @@ const UNDEFINED: OpInfo = OpInfo {
     support: Support::Unknown,
 };
 
+/// Length of the vendor extension ConnectX DC puts after the BTH (Wireshark folds it into a
+/// 20-byte BTH); see [`Opcode::is_roce_dc`].
+pub const DC_BTH_EXT_LEN: usize = 8;
+
 /// The RC operation set (low five bits), shared by UC, RD and XRC.
 const fn rc_op(low: u8) -> Option<(&'static str, OpFlags)> {
     use OpFlags as F;
@@ -576,6 +581,20 @@ impl Opcode {
         self.info().flags.contains(f)
     }
 
+    /// Whether, on RoCE, this opcode is ConnectX Dynamically Connected (DC) traffic rather than
+    /// Reliable Datagram.
+    ///
+    /// No RoCE device speaks RD (kernel rxe does not), while ConnectX sends DC in the RD opcode
+    /// space with a vendor layout: the 12-byte BTH is followed by [`DC_BTH_EXT_LEN`] vendor
+    /// bytes (Wireshark shows a 20-byte BTH for every 0x40–0x5F opcode), and what follows is
+    /// not the IBA RD layout this table gives (real ConnectX captures put a DC ACK's AETH 16
+    /// bytes after that extension, not 4). Decoders show only the BTH of these opcodes; the
+    /// table keeps the IBA RD layout for RD proper.
+    #[inline]
+    pub fn is_roce_dc(self) -> bool {
+        self.transport() == Transport::Rd
+    }
+
     /// Builds the opcode for operation `low` (the RC value, 0x00–0x1F) of `transport`.
     pub const fn with_transport(transport: Transport, low: u8) -> Opcode {
         let base = match transport {
@@ -698,6 +717,8 @@ mod test {
         assert_eq!(Opcode(0x4A).info().support, Support::KnownUnsupported);
         assert_eq!(Opcode(0x4A).info().name, "RDMA_WRITE_ONLY");
         assert_eq!(Opcode(0x51).to_string(), "RD ACKNOWLEDGE");
+        assert!(Opcode(0x40).is_roce_dc() && Opcode(0x5F).is_roce_dc());
+        assert!(!Opcode(0x3F).is_roce_dc() && !Opcode(0x60).is_roce_dc());
         assert_eq!(Opcode(0xA4).info().hdr_len, 16); // XRC SEND_ONLY: BTH + XRCETH
         assert_eq!(Opcode(0x15).info().support, Support::Unknown);
         assert_eq!(Opcode(0x15).to_string(), "RC unknown(0x15)");

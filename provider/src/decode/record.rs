@@ -174,6 +174,11 @@ pub struct PacketRecord {
     pub ext: Extensions,
     /// Payload length (without pad), from the IP/UDP lengths.
     pub payload_len: Option<usize>,
+    /// Bytes after the BTH of a ConnectX DC packet (opcodes 0x40–0x5F), which follow a vendor
+    /// layout and are not decoded: the DC extension, the extension headers and the payload,
+    /// without the ICRC.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dc_undecoded_len: Option<usize>,
     /// The management datagram of a UD SEND to QP 1 (CM messages decoded), when captured.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mad: Option<Mad>,
@@ -187,9 +192,15 @@ pub struct PacketRecord {
     pub error: Option<String>,
 }
 
-/// `RC SEND_ONLY`, `RD RDMA_WRITE_ONLY`, `RC unknown(0x15)`.
+/// `RC SEND_ONLY`, `DC RDMA_WRITE_ONLY`, `RC unknown(0x15)`. The RD opcode space is named DC
+/// on RoCE, as Wireshark names it (see [`Opcode::is_roce_dc`]).
 pub fn opcode_name(op: u8) -> String {
-    Opcode(op).to_string()
+    let op = Opcode(op);
+    match (op.is_roce_dc(), op.info().is_known()) {
+        (true, true) => format!("DC {}", op.info().name),
+        (true, false) => format!("DC unknown({:#04x})", op.0),
+        _ => op.to_string(),
+    }
 }
 
 fn secs(d: Duration) -> f64 {
@@ -276,6 +287,7 @@ impl PacketRecord {
             bth: None,
             ext: Extensions::default(),
             payload_len: None,
+            dc_undecoded_len: None,
             mad: None,
             icrc: "malformed",
             icrc_expected: None,
@@ -334,7 +346,7 @@ impl PacketRecord {
             let info = op.info();
             r.bth = Some(Bth {
                 opcode: op.0,
-                name: op.to_string(),
+                name: opcode_name(op.0),
                 support: match info.support {
                     Support::Supported => "supported",
                     Support::KnownUnsupported => "unsupported",
@@ -350,7 +362,10 @@ impl PacketRecord {
                 fecn: b.fecn(),
                 becn: b.becn(),
             });
-            if info.is_known() {
+            if op.is_roce_dc() {
+                // A vendor layout: show the BTH only, and how many bytes follow it.
+                r.dc_undecoded_len = f.transport_len.checked_sub(bth::HEADER_LEN + ICRC_LEN);
+            } else if info.is_known() {
                 let o = info.offsets();
                 r.ext = extensions(t, &o);
                 r.payload_len = f
@@ -372,7 +387,7 @@ impl PacketRecord {
                 }
             }
             // For complete packets, say why the transport layer does not parse, if it does not.
-            if !f.truncated && r.error.is_none() {
+            if !f.truncated && r.error.is_none() && !op.is_roce_dc() {
                 let p = transport::Packet::new_unchecked(t);
                 if let Err(e) = transport::Repr::parse(&p) {
                     r.error = Some(e.to_string());
@@ -436,6 +451,9 @@ impl PacketRecord {
         }
         if let Some(n) = self.payload_len {
             let _ = write!(s, " len={n}");
+        }
+        if let Some(n) = self.dc_undecoded_len {
+            let _ = write!(s, " DC vendor layout, BTH only: {n} bytes not decoded");
         }
         match self.icrc {
             "valid" => s.push_str(" ICRC ok"),
