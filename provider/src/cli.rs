@@ -18,7 +18,9 @@ use std::process::Command;
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// IP address of the emulated NIC (`ROCE_IP`; default 127.0.0.1); a comma-separated list
-    /// gives one NIC per address (rxe0, rxe1, …) in the program.
+    /// gives one NIC per address (rxe0, rxe1, …) in the program. Each must be an address of
+    /// this host (as rxe runs on a netdev's addresses): roce run fails before starting the
+    /// program otherwise.
     #[arg(long)]
     pub ip: Option<String>,
     /// Active IB MTU: 256, 512, 1024, 2048 or 4096 (`ROCE_MTU`).
@@ -124,8 +126,35 @@ pub fn lib_dir() -> Result<PathBuf, String> {
     }
 }
 
+/// Fails unless every address of `list` (comma-separated) belongs to this host. An emulated
+/// NIC sends and receives on its address as rxe does on its netdev's: with an address the host
+/// does not have, its port would look ACTIVE and the program would fail at its first PD, far from
+/// the cause. Checked by binding a UDP socket to it (EADDRNOTAVAIL when it is not local).
+pub fn check_local_addresses(list: &str) -> Result<(), String> {
+    for a in list.split(',').map(str::trim) {
+        let ip: std::net::IpAddr = a
+            .parse()
+            .map_err(|_| format!("{list:?} is not an IP address (or a comma-separated list)"))?;
+        if let Err(e) = std::net::UdpSocket::bind((ip, 0)) {
+            return Err(format!(
+                "{ip} is not an address of this host ({e}); the emulated NIC uses the address \
+                 of one of its interfaces, as rxe uses its netdev's (see `ip -brief address`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// `roce run`: never returns on success (exec); returns the exit code on failure.
 pub fn run(a: &RunArgs) -> u8 {
+    let env_ip = std::env::var("ROCE_IP").ok().filter(|s| !s.is_empty());
+    if let Some(ip) = a.ip.as_ref().or(env_ip.as_ref()) {
+        if let Err(e) = check_local_addresses(ip) {
+            let what = if a.ip.is_some() { "--ip" } else { "ROCE_IP" };
+            eprintln!("roce run: {what}: {e}");
+            return 2;
+        }
+    }
     let dir = match a.lib_dir.clone().or_else(|| {
         std::env::var_os("ROCE_LIB_DIR")
             .filter(|s| !s.is_empty())
@@ -148,13 +177,6 @@ pub fn run(a: &RunArgs) -> u8 {
     let mut c = Command::new(&a.cmd[0]);
     c.args(&a.cmd[1..]).env("LD_LIBRARY_PATH", ld);
     if let Some(ip) = &a.ip {
-        if ip
-            .split(',')
-            .any(|a| a.trim().parse::<std::net::IpAddr>().is_err())
-        {
-            eprintln!("roce run: --ip {ip:?} is not an IP address (or a comma-separated list)");
-            return 2;
-        }
         c.env("ROCE_IP", ip);
     }
     if let Some(m) = a.mtu {
