@@ -6,8 +6,11 @@
 //!
 //! * [`abi`] — `#[repr(C)]` mirrors of the shared structs, with compile-time layout asserts.
 //! * [`backend`] — the seam to the NIC engine: [`backend::Backend`] and
-//!   [`backend::DeviceContext`]; until the engine is plugged in every verb that needs it
-//!   returns `EOPNOTSUPP`.
+//!   [`backend::DeviceContext`]. [`backend::default_backend`] is [`engine::Engine`].
+//! * [`engine`] — the engine behind the seam: every verb over the roce runtime
+//!   (`roce_provider::runtime::Device`, one `emu::Nic` on one UDP socket, opened at the first
+//!   verb that needs it). The few verbs it does not implement (multicast, for one) return
+//!   `EOPNOTSUPP` with a one-time `roce:` line.
 //! * `ffi` — the exported C functions (all of the crate's `unsafe` lives there).
 //! * `abi/symbols-v44.txt` + `build.rs` — SONAME, version nodes and symbol versions.
 //!
