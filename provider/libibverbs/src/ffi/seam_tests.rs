@@ -521,7 +521,7 @@ fn wr_api_posts_through_the_same_seam() {
         assert_eq!(((*ctx).ops.poll_cq.unwrap())(cq, 8, wc.as_mut_ptr()), 0);
 
         // Unsupported send ops are refused at creation, not at a NULL function pointer later.
-        ia.send_ops_flags = IBV_QP_EX_WITH_BIND_MW;
+        ia.send_ops_flags = IBV_QP_EX_WITH_TSO;
         assert!(((*vctx).create_qp_ex.unwrap())(ctx, &mut ia).is_null());
         assert_eq!(*libc::__errno_location(), libc::EOPNOTSUPP);
 
