@@ -22,7 +22,7 @@
 //! (what the product runs on). `ROCE_BENCH_VECMEMORY=1` uses `VecMemory` instead, whose mutex
 //! costs two atomic round trips per SEND + ACK pair.
 use roce_emu::net;
-use roce_emu::sim::{LinkConfig, SimNet};
+use roce_emu::sim::{connect_pair, ConnectAttr, LinkConfig, SimNet};
 use roce_emu::*;
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -179,48 +179,6 @@ fn side(net: &mut SimNet, ip: &str) -> (usize, Side) {
     )
 }
 
-fn connect(n: &mut Nic, me: u32, peer: u32, peer_ip: &str) {
-    use QpAttrMask as M;
-    let acc = AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qp_access_flags: acc,
-        ..Default::default()
-    };
-    n.modify_qp(me, &a, M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS)
-        .unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AhAttr::to_ip(peer_ip.parse().unwrap());
-    a.path_mtu = Mtu::Mtu4096;
-    a.dest_qp_num = peer;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 12;
-    n.modify_qp(
-        me,
-        &a,
-        M::STATE
-            | M::AV
-            | M::PATH_MTU
-            | M::DEST_QPN
-            | M::RQ_PSN
-            | M::MAX_DEST_RD_ATOMIC
-            | M::MIN_RNR_TIMER,
-    )
-    .unwrap();
-    a.qp_state = QpState::Rts;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 16;
-    n.modify_qp(
-        me,
-        &a,
-        M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC,
-    )
-    .unwrap();
-}
-
 struct Rig {
     net: SimNet,
     a: Side,
@@ -233,8 +191,13 @@ fn rig() -> Rig {
     let mut net = SimNet::new(1, LinkConfig::ideal());
     let (ia, a) = side(&mut net, "10.0.0.1");
     let (ib, b) = side(&mut net, "10.0.0.2");
-    connect(&mut net.nics[ia], a.qpn, b.qpn, "10.0.0.2");
-    connect(&mut net.nics[ib], b.qpn, a.qpn, "10.0.0.1");
+    let c = ConnectAttr {
+        access: AccessFlags::LOCAL_WRITE | AccessFlags::REMOTE_WRITE | AccessFlags::REMOTE_READ,
+        mtu: Mtu::Mtu4096,
+        min_rnr_timer: 12,
+        ..ConnectAttr::default()
+    };
+    connect_pair(&mut net, (ia, a.qpn), (ib, b.qpn), &c).unwrap();
     Rig {
         net,
         a,

@@ -27,63 +27,16 @@ const IOVA: u64 = 0x1_0000;
 const LEN: usize = 1 << 20;
 
 fn connect(nic: &mut Nic, q: u32, t: QpType, peer: IpAddr, peer_qpn: u32) {
-    use QpAttrMask as M;
-    let reset = QpAttr {
-        qp_state: QpState::Reset,
-        ..Default::default()
-    };
-    nic.modify_qp(q, &reset, M::STATE).unwrap();
-    let all = AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qp_access_flags: all,
+    let c = sim::ConnectAttr {
+        qp_type: t,
+        reset_first: true,
         qkey: 0x1111,
+        sq_psn: 0x100,
+        rq_psn: 0x100,
+        timeout: 10,
         ..Default::default()
     };
-    let m = if t == QpType::Ud {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
-    } else {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
-    };
-    nic.modify_qp(q, &a, m).unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AhAttr::to_ip(peer);
-    a.path_mtu = Mtu::Mtu1024;
-    a.dest_qp_num = peer_qpn;
-    a.rq_psn = 0x100;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    let m = match t {
-        QpType::Rc => {
-            M::STATE
-                | M::AV
-                | M::PATH_MTU
-                | M::DEST_QPN
-                | M::RQ_PSN
-                | M::MAX_DEST_RD_ATOMIC
-                | M::MIN_RNR_TIMER
-        }
-        QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-        QpType::Ud => M::STATE,
-    };
-    nic.modify_qp(q, &a, m).unwrap();
-    a.qp_state = QpState::Rts;
-    a.timeout = 10;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 0x100;
-    a.max_rd_atomic = 16;
-    let m = match t {
-        QpType::Rc => {
-            M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
-        }
-        _ => M::STATE | M::SQ_PSN,
-    };
-    nic.modify_qp(q, &a, m).unwrap();
+    sim::connect_qp(nic, q, peer, peer_qpn, &c).unwrap();
 }
 
 fn vm_hwm_kib() -> u64 {

@@ -6,6 +6,7 @@
 //! the count.
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
+use roce_emu::sim::{connect_qp, ConnectAttr};
 use roce_emu::*;
 use roce_wire::transport::{Packet, Repr};
 use roce_wire::{bth, Opcode, Psn};
@@ -113,65 +114,16 @@ fn dev(ip: &str, seed: u64) -> Dev {
 }
 
 fn connect(d: &mut Dev, peer: &Dev, i: usize) {
-    use QpAttrMask as M;
-    let t = [QpType::Rc, QpType::Uc, QpType::Ud][i];
-    let q = d.qpns[i];
-    let reset = QpAttr {
-        qp_state: QpState::Reset,
-        ..Default::default()
-    };
-    d.nic.modify_qp(q, &reset, M::STATE).unwrap();
-    let all = AccessFlags::LOCAL_WRITE
-        | AccessFlags::REMOTE_WRITE
-        | AccessFlags::REMOTE_READ
-        | AccessFlags::REMOTE_ATOMIC;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qp_access_flags: all,
+    let c = ConnectAttr {
+        qp_type: [QpType::Rc, QpType::Uc, QpType::Ud][i],
+        reset_first: true,
         qkey: 0x1111,
-        ..Default::default()
+        sq_psn: 0x100,
+        rq_psn: 0x100,
+        timeout: 2,
+        ..ConnectAttr::default()
     };
-    let m = if t == QpType::Ud {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
-    } else {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
-    };
-    d.nic.modify_qp(q, &a, m).unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AhAttr::to_ip(peer.ip);
-    a.path_mtu = Mtu::Mtu1024;
-    a.dest_qp_num = peer.qpns[i];
-    a.rq_psn = 0x100;
-    a.max_dest_rd_atomic = 16;
-    a.min_rnr_timer = 1;
-    let m = match t {
-        QpType::Rc => {
-            M::STATE
-                | M::AV
-                | M::PATH_MTU
-                | M::DEST_QPN
-                | M::RQ_PSN
-                | M::MAX_DEST_RD_ATOMIC
-                | M::MIN_RNR_TIMER
-        }
-        QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-        QpType::Ud => M::STATE,
-    };
-    d.nic.modify_qp(q, &a, m).unwrap();
-    a.qp_state = QpState::Rts;
-    a.timeout = 2;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = 0x100;
-    a.max_rd_atomic = 16;
-    let m = match t {
-        QpType::Rc => {
-            M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
-        }
-        _ => M::STATE | M::SQ_PSN,
-    };
-    d.nic.modify_qp(q, &a, m).unwrap();
+    connect_qp(&mut d.nic, d.qpns[i], peer.ip, peer.qpns[i], &c).unwrap();
 }
 
 /// One random, valid-looking packet for B (no allocation: `buf` is reused).

@@ -200,7 +200,8 @@ pub fn connect(nic: &mut Nic, q: u32, t: QpType, peer: IpAddr, peer_qpn: u32, rd
     connect_with(nic, q, t, peer, peer_qpn, rd, (0x200, 0x100), 1);
 }
 
-/// RESET → INIT → RTR → RTS with explicit `(sq_psn, rq_psn)` and local ACK timeout.
+/// RESET → INIT → RTR → RTS with explicit `(sq_psn, rq_psn)` and local ACK timeout
+/// ([`roce_emu::sim::connect_qp`] with MTU 256 and Q_Key [`QKEY`]).
 #[allow(clippy::too_many_arguments)]
 pub fn connect_with(
     nic: &mut Nic,
@@ -212,57 +213,18 @@ pub fn connect_with(
     psns: (u32, u32),
     timeout: u8,
 ) {
-    use QpAttrMask as M;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qp_access_flags: AccessFlags::LOCAL_WRITE
-            | AccessFlags::REMOTE_WRITE
-            | AccessFlags::REMOTE_READ
-            | AccessFlags::REMOTE_ATOMIC,
+    let c = roce_emu::sim::ConnectAttr {
+        qp_type: t,
         qkey: QKEY,
+        mtu: Mtu::Mtu256,
+        sq_psn: psns.0,
+        rq_psn: psns.1,
+        max_rd_atomic: rd,
+        max_dest_rd_atomic: rd,
+        timeout,
         ..Default::default()
     };
-    let m = if t == QpType::Ud {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
-    } else {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
-    };
-    nic.modify_qp(q, &a, m).unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AhAttr::to_ip(peer);
-    a.path_mtu = Mtu::Mtu256;
-    a.dest_qp_num = peer_qpn;
-    a.rq_psn = psns.1;
-    a.max_dest_rd_atomic = rd;
-    a.min_rnr_timer = 1;
-    let m = match t {
-        QpType::Rc => {
-            M::STATE
-                | M::AV
-                | M::PATH_MTU
-                | M::DEST_QPN
-                | M::RQ_PSN
-                | M::MAX_DEST_RD_ATOMIC
-                | M::MIN_RNR_TIMER
-        }
-        QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-        QpType::Ud => M::STATE,
-    };
-    nic.modify_qp(q, &a, m).unwrap();
-    a.qp_state = QpState::Rts;
-    a.timeout = timeout;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.sq_psn = psns.0;
-    a.max_rd_atomic = rd;
-    let m = match t {
-        QpType::Rc => {
-            M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
-        }
-        _ => M::STATE | M::SQ_PSN,
-    };
-    nic.modify_qp(q, &a, m).unwrap();
+    roce_emu::sim::connect_qp(nic, q, peer, peer_qpn, &c).unwrap();
 }
 
 /// Request opcodes (low five bits) per transport.

@@ -5,8 +5,10 @@
 //! corruption, which the receiver's ICRC check must catch). Time jumps straight to the next event
 //! (a delivery or a NIC timer); nothing sleeps. The same seed gives the same run, bit for bit.
 //! Datagrams can be handed to a [`PacketSink`] (e.g. a pcap writer) and to a test filter.
+mod connect;
 mod due;
 mod pcap;
+pub use connect::{connect_pair, connect_qp, ConnectAttr};
 pub use pcap::PcapSink;
 
 use crate::{Instant, Nic, RxMeta, Transmit};

@@ -1,6 +1,6 @@
 //! Shared scenario-test harness: two NICs on a SimNet with one connected QP each.
 #![allow(dead_code)]
-use roce_emu::sim::{LinkConfig, SimNet};
+use roce_emu::sim::{connect_qp, ConnectAttr, LinkConfig, SimNet};
 use roce_emu::*;
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -152,55 +152,24 @@ fn side(net: &mut SimNet, ip: &str, o: &Opts, seed: u64) -> Side {
     }
 }
 
+/// `me`'s QP to RTS toward `peer`'s with `o`'s settings ([`roce_emu::sim::connect_qp`]).
 pub fn connect(nic: &mut Nic, me: &Side, peer: &Side, o: &Opts, sq_psn: u32, rq_psn: u32) {
-    use QpAttrMask as M;
-    let mut a = QpAttr {
-        qp_state: QpState::Init,
-        port_num: 1,
-        qp_access_flags: o.access,
+    let c = ConnectAttr {
+        qp_type: o.qp_type,
+        reset_first: false,
+        access: o.access,
         qkey: 0x1111_1111,
-        ..Default::default()
+        mtu: o.mtu,
+        sq_psn,
+        rq_psn,
+        max_rd_atomic: o.max_rd_atomic,
+        max_dest_rd_atomic: o.max_dest_rd_atomic,
+        min_rnr_timer: o.min_rnr_timer,
+        timeout: o.timeout,
+        retry_cnt: o.retry_cnt,
+        rnr_retry: o.rnr_retry,
     };
-    let m = if o.qp_type == QpType::Ud {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::QKEY
-    } else {
-        M::STATE | M::PKEY_INDEX | M::PORT | M::ACCESS_FLAGS
-    };
-    nic.modify_qp(me.qpn, &a, m).unwrap();
-    a.qp_state = QpState::Rtr;
-    a.ah_attr = AhAttr::to_ip(peer.ip);
-    a.path_mtu = o.mtu;
-    a.dest_qp_num = peer.qpn;
-    a.rq_psn = rq_psn;
-    a.max_dest_rd_atomic = o.max_dest_rd_atomic;
-    a.min_rnr_timer = o.min_rnr_timer;
-    let m = match o.qp_type {
-        QpType::Rc => {
-            M::STATE
-                | M::AV
-                | M::PATH_MTU
-                | M::DEST_QPN
-                | M::RQ_PSN
-                | M::MAX_DEST_RD_ATOMIC
-                | M::MIN_RNR_TIMER
-        }
-        QpType::Uc => M::STATE | M::AV | M::PATH_MTU | M::DEST_QPN | M::RQ_PSN,
-        QpType::Ud => M::STATE,
-    };
-    nic.modify_qp(me.qpn, &a, m).unwrap();
-    a.qp_state = QpState::Rts;
-    a.timeout = o.timeout;
-    a.retry_cnt = o.retry_cnt;
-    a.rnr_retry = o.rnr_retry;
-    a.sq_psn = sq_psn;
-    a.max_rd_atomic = o.max_rd_atomic;
-    let m = match o.qp_type {
-        QpType::Rc => {
-            M::STATE | M::TIMEOUT | M::RETRY_CNT | M::RNR_RETRY | M::SQ_PSN | M::MAX_QP_RD_ATOMIC
-        }
-        _ => M::STATE | M::SQ_PSN,
-    };
-    nic.modify_qp(me.qpn, &a, m).unwrap();
+    connect_qp(nic, me.qpn, peer.ip, peer.qpn, &c).unwrap();
 }
 
 /// A [`Pair`] of UD QPs on the default link.
