@@ -1,6 +1,7 @@
 //! Runs the real `roce` binary: `roce decode` on synthetic captures built with our frame
 //! builders and pcap writer (always), and on the shared real captures (SKIP when missing, FAIL
 //! under `CI=true`).
+use roce_tests::prereq::captures_dir;
 use roce_wire::frame::{build_ipv4_frame, build_ipv6_frame, Ipv4FrameSpec, Ipv6FrameSpec};
 use roce_wire::pcap::{Precision, Writer};
 use roce_wire::{
@@ -240,16 +241,6 @@ fn unreadable_files_exit_2_with_a_message() {
     );
 }
 
-fn captures_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("ROCE_SHARED_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared"),
-    };
-    [base.join("captures/real"), base]
-        .into_iter()
-        .find(|d| d.join("SOURCES.md").is_file())
-}
-
 /// `(file, RoCE packets, valid, invalid, truncated)` from SOURCES.md.
 const REAL: &[(&str, u64, u64, u64, u64)] = &[
     (
@@ -381,13 +372,12 @@ const REAL: &[(&str, u64, u64, u64, u64)] = &[
 #[test]
 fn real_captures_verdicts_and_exit_status() {
     let dir = captures_dir();
-    if dir.is_none() {
-        if std::env::var("CI").as_deref() == Ok("true") {
-            panic!("real captures missing (CI=true: a missing prerequisite is a failure)");
-        }
-        eprintln!(
-            "\n*** SKIP real_captures_verdicts_and_exit_status: shared/captures/real missing ***\n"
-        );
+    let what = "../shared/captures/real";
+    if !roce_tests::prereq::require(
+        "real_captures_verdicts_and_exit_status",
+        what,
+        dir.is_some(),
+    ) {
         return;
     }
     let dir = dir.unwrap();

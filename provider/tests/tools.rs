@@ -194,12 +194,18 @@ fn run_matrix(label: &str, mtu: u32, lossy: bool, port_base: u16) {
     let mut table = Vec::new();
     for (i, c) in cases(mtu, lossy).iter().enumerate() {
         let args: Vec<&str> = c.args.iter().map(String::as_str).collect();
-        let p = pair(
-            c.tool,
-            &args,
-            port_base + i as u16,
-            &extra,
-            Duration::from_secs(60),
+        let p = roce_tests::perftest::retry_clock_check(
+            c.name,
+            || {
+                pair(
+                    c.tool,
+                    &args,
+                    port_base + i as u16,
+                    &extra,
+                    Duration::from_secs(60),
+                )
+            },
+            |p| format!("{}{}", p.server.all(), p.client.all()),
         );
         let both = format!("{}{}", p.server.all(), p.client.all());
         let ok_exit = p.server.code == Some(0) && p.client.code == Some(0);

@@ -1,4 +1,5 @@
 //! Helpers shared by the integration tests.
 
 pub mod captures;
+pub mod perftest;
 pub mod prereq;

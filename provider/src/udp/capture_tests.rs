@@ -24,10 +24,8 @@ fn capture_or_skip(what: &str, ports: &[u16]) -> Option<Capture> {
     match c {
         Ok(c) => Some(c),
         Err(e) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("{what}: CI=true but no AF_PACKET capture possible: {e}");
-            }
-            eprintln!("SKIPPED {what}: cannot open an AF_PACKET capture ({e}); run as root");
+            let need = format!("an AF_PACKET capture ({e}); run as root");
+            roce_tests::prereq::require(what, &need, false);
             None
         }
     }
@@ -232,7 +230,11 @@ fn capture_ipv6_zero_checksum() {
     let (mut a, mut b) = match (Socket::bind(lo6, cfg()), Socket::bind(lo6, cfg())) {
         (Ok(a), Ok(b)) => (a, b),
         (Err(e), _) | (_, Err(e)) => {
-            eprintln!("SKIPPED capture_ipv6_zero_checksum: no IPv6 loopback ({e})");
+            roce_tests::prereq::require(
+                "capture_ipv6_zero_checksum",
+                &format!("IPv6 loopback ({e})"),
+                false,
+            );
             return;
         }
     };
@@ -270,7 +272,7 @@ fn capture_gso_on_host_lo() {
     let mut a = Socket::bind(v4(127, 0, 0, 1), cfg()).unwrap();
     let b = Socket::bind(v4(127, 0, 0, 2), cfg()).unwrap();
     if !a.features().gso {
-        eprintln!("SKIPPED capture_gso_on_host_lo: no UDP GSO");
+        roce_tests::prereq::require("capture_gso_on_host_lo", "UDP GSO", false);
         return;
     }
     let (pa, pb) = (a.local_addr(), b.local_addr());
@@ -334,14 +336,12 @@ fn capture_gso_segment_ids() {
     let (got, p) = match r {
         Ok(Some(x)) => x,
         Ok(None) => {
-            eprintln!("SKIPPED capture_gso_segment_ids: no UDP GSO");
+            roce_tests::prereq::require("capture_gso_segment_ids", "UDP GSO", false);
             return;
         }
         Err(e) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("capture_gso_segment_ids: CI=true but no private netns: {e}");
-            }
-            eprintln!("SKIPPED capture_gso_segment_ids: no private network namespace ({e})");
+            let what = format!("a private network namespace ({e})");
+            roce_tests::prereq::require("capture_gso_segment_ids", &what, false);
             return;
         }
     };
@@ -376,10 +376,8 @@ fn capture_raw_sender_full_header_control() {
     let mut raw = match super::raw::RawSender::open() {
         Ok(r) => r,
         Err(e) => {
-            if std::env::var("CI").as_deref() == Ok("true") {
-                panic!("CI=true but no raw socket: {e}");
-            }
-            eprintln!("SKIPPED capture_raw_sender_full_header_control: {e}");
+            let what = format!("a raw socket ({e})");
+            roce_tests::prereq::require("capture_raw_sender_full_header_control", &what, false);
             return;
         }
     };

@@ -27,16 +27,11 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// True if the prerequisite is present; otherwise FAIL under `CI=true`, else a loud SKIP.
+/// True if the prerequisite is present; otherwise FAIL under `CI=true`, else a loud SKIP
+/// (`roce_tests::prereq::require`, the one place of the rule).
 pub fn prerequisite(ok: bool, what: &str) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("prerequisite missing: {what}");
-    }
-    eprintln!("\n**************** SKIP: prerequisite missing: {what} ****************\n");
-    false
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    roce_tests::prereq::require(&test, what, ok)
 }
 
 pub fn have_tools(tools: &[&str], pkg: &str) -> bool {

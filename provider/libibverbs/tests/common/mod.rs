@@ -6,19 +6,12 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-/// Project rule: a missing prerequisite fails under `CI=true`, otherwise skips loudly.
-/// Returns `false` when the caller should return (skip).
+/// Project rule: a missing prerequisite fails under `CI=true`, otherwise skips loudly
+/// (`roce_tests::prereq::require`, the one place of the rule). Returns `false` when the caller
+/// should return (skip).
 pub fn prerequisite(ok: bool, what: &str) -> bool {
-    if ok {
-        return true;
-    }
-    if std::env::var("CI").is_ok_and(|v| v == "true") {
-        panic!("FAIL: prerequisite missing under CI=true: {what}");
-    }
-    eprintln!(
-        "\n*** SKIP: prerequisite missing: {what} (set CI=true to make this a failure) ***\n"
-    );
-    false
+    let test = std::thread::current().name().unwrap_or("test").to_string();
+    roce_tests::prereq::require(&test, what, ok)
 }
 
 /// `target/<profile>`: the test executable lives in `target/<profile>/deps/`.
