@@ -357,6 +357,11 @@ impl Endpoint {
         self.ids.get(&id).and_then(|i| i.local)
     }
 
+    /// The id's port space.
+    pub fn port_space(&self, id: Id) -> Option<PortSpace> {
+        self.ids.get(&id).map(|i| i.ps)
+    }
+
     /// The id's peer address (after resolve_addr, or the requester on a child).
     pub fn peer_addr(&self, id: Id) -> Option<SocketAddr> {
         self.ids.get(&id).and_then(|i| i.peer)

@@ -5,6 +5,8 @@
  *   server IP PORT DISC     accept one RC connection; DISC (server|client) names the side that
  *   client IP PORT DISC     disconnects with work posted (disconnect_with_work_posted below)
  *   listeners IP PORT       two listeners on one port: rdma_bind_addr's EADDRINUSE/EADDRNOTAVAIL
+ *   bind IP PORT            bind one id to IP:PORT, another to 0.0.0.0:PORT; print both errnos
+ *                           (another process on the same shared device may hold the port)
  *   hang-server IP PORT     listen; at the CONNECT_REQUEST print REQUEST and wait to be killed
  *   hang-client IP PORT     connect; once the REQ is out print REQ_SENT and wait to be killed
  *   wait-client IP PORT     connect and report the event that ends the attempt
@@ -383,6 +385,21 @@ static int listeners(const char *ip, int port)
 	return done();
 }
 
+static int bind_both(const char *ip, int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	struct rdma_cm_id *a, *w;
+	rdma_create_id(ch, &a, NULL, RDMA_PS_TCP);
+	rdma_create_id(ch, &w, NULL, RDMA_PS_TCP);
+	int ea = bind_errno(a, ip, port);
+	int ew = bind_errno(w, "0.0.0.0", port);
+	printf("BIND addr %d any %d\n", ea, ew);
+	rdma_destroy_id(a);
+	rdma_destroy_id(w);
+	rdma_destroy_event_channel(ch);
+	return done();
+}
+
 static int hang_server(const char *ip, int port)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -453,6 +470,8 @@ int main(int argc, char **argv)
 		return connect_to(ip, port, !server_disc);
 	if (!strcmp(role, "listeners"))
 		return listeners(ip, port);
+	if (!strcmp(role, "bind"))
+		return bind_both(ip, port);
 	if (!strcmp(role, "hang-server"))
 		return hang_server(ip, port);
 	if (!strcmp(role, "hang-client"))

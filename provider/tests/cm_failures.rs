@@ -6,7 +6,8 @@
 //!   complete (the peer has no receive; RNR retried for ever) flush with WR_FLUSH_ERR, the peer
 //!   gets DISCONNECTED, and its receives flush when it answers;
 //! - two listeners on one port: the second `rdma_bind_addr` fails (EADDRINUSE, EADDRNOTAVAIL
-//!   beside a wildcard), as kernel `cma_check_port`;
+//!   beside a wildcard), as kernel `cma_check_port`, in one program and between two programs
+//!   on one shared device;
 //! - a peer killed mid-handshake (by PID): the survivor gets UNREACHABLE (-ETIMEDOUT) when its
 //!   REQ or REP retries run out (`ROCE_CM_RETRIES=0`: one 6144 / 4096 ms timeout);
 //! - forged QP1 MADs (truncated, not CM, LAP, malformed, unknown comm IDs, wrong Q_Key) sent
@@ -237,6 +238,50 @@ fn a_second_listener_on_the_same_port_fails_at_bind() {
     assert!(
         o.contains("CHECK wildcard_bind_beside_a_listener_eaddrnotavail ok"),
         "{o}"
+    );
+}
+
+/// Two programs on one shared device (`ROCE_SHARED=1`): while the first listens on a port, the
+/// second one's `rdma_bind_addr` to it fails with EADDRINUSE (98), and to the wildcard with
+/// EADDRNOTAVAIL (99), as between two programs on one host with kernel rdma_cm; once the first
+/// is killed the port is free.
+#[test]
+fn a_second_program_on_a_shared_device_cannot_take_a_listening_port() {
+    let Some(exe) = program() else { return };
+    let (ip, port) = ("127.0.25.13", "7475");
+    let shared = [("ROCE_SHARED", "1")];
+    let mut first = Role::start(&exe, ip, &["hang-server", ip, port], &shared);
+    assert!(
+        first.wait_line("LISTENING", Duration::from_secs(20)),
+        "{}",
+        first.text()
+    );
+    let mut second = Role::start(&exe, ip, &["bind", ip, port], &shared);
+    assert_eq!(
+        second.finish(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        second.text()
+    );
+    assert!(
+        second.out.lock().unwrap().contains("BIND addr 98 any 99"),
+        "{}\n{}",
+        second.text(),
+        first.text()
+    );
+    first.kill();
+    let mut third = Role::start(&exe, ip, &["bind", ip, port], &shared);
+    assert_eq!(
+        third.finish(Duration::from_secs(20)),
+        Some(0),
+        "{}",
+        third.text()
+    );
+    // its own specific bind now holds the port: the wildcard beside it clashes
+    assert!(
+        third.out.lock().unwrap().contains("BIND addr 0 any 99"),
+        "{}",
+        third.text()
     );
 }
 

@@ -114,6 +114,7 @@ impl Device {
         let shared = Arc::new(Shared {
             start_ns: crate::udp::monotonic_ns(),
             engine: Mutex::new(engine),
+            cm_ports: Mutex::default(),
             waker,
             stop: AtomicBool::new(false),
             app_last: AtomicU64::new(0),
@@ -332,6 +333,37 @@ impl Device {
         }
         self.shared.finish(e, now, true);
         r
+    }
+
+    /// `rdma_bind_addr`: claims the port for the whole host (`cm_ports`: EADDRINUSE or
+    /// EADDRNOTAVAIL when an id of any process holds it, as kernel rdma_cm's host-wide port
+    /// table), then binds the id in this device's connection manager.
+    pub fn cm_bind(&self, id: roce_cm::Id, addr: std::net::SocketAddr) -> Result<(), i32> {
+        let (ps, bound) = self.cm(|c, _| (c.port_space(id), c.local_addr(id).is_some()));
+        let ps = ps.ok_or(roce_cm::errno::EINVAL)?;
+        let mut claims = self
+            .shared
+            .cm_ports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if !bound {
+            claims.claim(id, ps, addr, &[self.shared.cfg.ip])?;
+        }
+        let r = self.cm(|c, _| c.bind(id, addr));
+        if r.is_err() && !bound {
+            claims.release(id);
+        }
+        r
+    }
+
+    /// `rdma_destroy_id`: the connection manager's destroy, and the id's port claims freed.
+    pub fn cm_destroy(&self, id: roce_cm::Id) {
+        self.cm(|c, now| c.destroy_id(now, id));
+        self.shared
+            .cm_ports
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .release(id);
     }
 
     /// Sets (or clears) the handler of connection manager events.

@@ -69,6 +69,7 @@
 //!
 //! Handlers run with the engine lock held: they must not call back into the [`Device`].
 
+mod cm_ports;
 mod config;
 mod device;
 mod doorbell;
@@ -317,6 +318,9 @@ struct Shared {
     /// `CLOCK_MONOTONIC` (ns) at open: virtual time 0.
     start_ns: u64,
     engine: Mutex<Engine>,
+    /// The host-wide claims of this device's bound rdma_cm ports (`cm_ports`); taken before
+    /// `engine` when both are.
+    cm_ports: Mutex<cm_ports::Claims>,
     waker: Arc<Waker>,
     stop: AtomicBool,
     /// Virtual time of the program's last inline progress.

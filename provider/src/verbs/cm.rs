@@ -171,7 +171,7 @@ impl Drop for IdHandle {
     fn drop(&mut self) {
         let id = self.id;
         if let Some(d) = self.ctx.runtime() {
-            d.cm(|c, now| c.destroy_id(now, id));
+            d.cm_destroy(id);
         }
         self.hub.forget(id);
     }
@@ -199,9 +199,9 @@ impl Listener {
     /// Listens on `port` of the device's address (0: an ephemeral port).
     pub fn bind(ctx: &Context, port: u16) -> Result<Listener> {
         let h = IdHandle::new(ctx)?;
-        h.call("bind", |c, _, id| {
-            c.bind(id, SocketAddr::new(ctx.ip(), port))
-        })?;
+        h.dev()
+            .cm_bind(h.id, SocketAddr::new(ctx.ip(), port))
+            .map_err(|errno| Error::Cm { op: "bind", errno })?;
         h.call("listen", |c, _, id| c.listen(id, 64))?;
         let addr = h
             .dev()

@@ -168,7 +168,7 @@ pub(crate) fn destroy_id(i: &CmId) {
     if let Some(m) = ids().as_mut() {
         m.remove(&i.cm.0);
     }
-    i.dev.cm(|c, now| c.destroy_id(now, i.cm));
+    i.dev.cm_destroy(i.cm);
     // Events not yet taken: a connect request's new id goes with it (the CM rejects it).
     let q = i.queue();
     let orphans = core::cell::RefCell::new(Vec::new());
@@ -253,7 +253,7 @@ pub unsafe extern "C" fn rdma_bind_addr(id: *mut rdma_cm_id, a: *mut libc::socka
             Ok(None) => return fail(libc::EINVAL),
             Err(r) => return r,
         };
-        if let Err(e) = i.dev.cm(|c, _| c.bind(i.cm, a)) {
+        if let Err(e) = i.dev.cm_bind(i.cm, a) {
             return fail(e);
         }
         if let Ok(d) = cm_device() {
