@@ -126,6 +126,9 @@ counters! {
     gsi_rcvd,
     /// MADs QP1 sent.
     gsi_sent,
-    /// MADs dropped at QP1: shorter than 256 bytes, or a receive or send queue full.
+    /// MADs dropped at QP1: a receive or send queue full.
     gsi_dropped,
+    /// Packets for QP1 whose payload is shorter than a 256-byte MAD (dropped, as the MAD layer
+    /// takes only whole MADs). Not in rxe.
+    gsi_truncated,
 }

@@ -75,7 +75,9 @@ pub(crate) enum Refused {
     Opcode,
     /// DETH Q_Key is not the GSI Q_Key.
     Qkey,
-    /// Payload shorter than a MAD, or the receive queue is full.
+    /// Payload shorter than a MAD.
+    Truncated,
+    /// The receive queue is full.
     Dropped,
 }
 
@@ -98,7 +100,10 @@ impl Gsi {
             return Err(Refused::Qkey);
         }
         let payload = p.payload();
-        if payload.len() < mad::MAD_LEN || self.rx.len() >= RX_QUEUE {
+        if payload.len() < mad::MAD_LEN {
+            return Err(Refused::Truncated);
+        }
+        if self.rx.len() >= RX_QUEUE {
             return Err(Refused::Dropped);
         }
         let mut bytes = [0u8; mad::MAD_LEN];

@@ -613,6 +613,7 @@ impl Nic {
                     Ok(()) => self.sh.ctr.gsi_rcvd += 1,
                     Err(crate::gsi::Refused::Opcode) => self.sh.ctr.bad_opcode += 1,
                     Err(crate::gsi::Refused::Qkey) => self.sh.ctr.qkey_violation += 1,
+                    Err(crate::gsi::Refused::Truncated) => self.sh.ctr.gsi_truncated += 1,
                     Err(crate::gsi::Refused::Dropped) => self.sh.ctr.gsi_dropped += 1,
                 }
                 return;

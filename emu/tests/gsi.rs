@@ -100,7 +100,7 @@ fn qp1_refuses_what_rxe_refuses_and_counts_it() {
         d.truncate(12 + 8 + 128);
         d.extend_from_slice(&[0; 4]);
     });
-    assert_eq!(b.counters().gsi_dropped, 1);
+    assert_eq!(b.counters().gsi_truncated, 1);
     assert!(b.poll_mad().is_none());
     // without GSI, QP1 is no QP
     let mut c = nic(B, false);

@@ -506,8 +506,9 @@ fn forged_and_unknown_mads_are_dropped_and_counted() {
         m => panic!("not a DREP: {m}"),
     }
     // `roce stat` shows them (the statistics file is rewritten every 500 ms)
-    let want: [(&str, u64); 8] = [
-        ("gsi_dropped", 1),
+    let want: [(&str, u64); 9] = [
+        ("gsi_truncated", 1),
+        ("gsi_dropped", 0),
         ("qkey_violation", 1),
         ("cm_mads_received", 11),
         ("cm_not_cm", 2),
