@@ -57,6 +57,7 @@ fn the_device_node_and_sysfs_tree_exist_only_for_the_program() {
 }
 
 #[test]
+#[ignore = "real stacks: run by scripts/real-stacks (cargo test -- --ignored)"]
 fn ibstat_and_ibstatus_list_the_port() {
     if !have_tools(&["ibstat", "ibstatus"], "infiniband-diags") {
         return;
@@ -82,6 +83,7 @@ fn ibstat_and_ibstatus_list_the_port() {
 }
 
 #[test]
+#[ignore = "real stacks: run by scripts/real-stacks (cargo test -- --ignored)"]
 fn ucx_finds_rxe0_and_runs_ucx_perftest_over_rc_verbs_and_ud_verbs() {
     let _g = serial();
     if !have_tools(&["ucx_info", "ucx_perftest"], "ucx-utils") {
