@@ -22,6 +22,13 @@
 //!
 //! Only RC connections in the TCP port space so far; devices on a simulated network have no CM
 //! ([`Error::CmNeedsUdp`]).
+//!
+//! A call that waits for the peer (`next_request`, `accept`, `connect`, `disconnect`) first
+//! progresses the device itself for up to 200 µs, as a CQ poll does (yielding the CPU when
+//! nothing arrived), and only then sleeps until the progress thread delivers the event: a peer
+//! on this host answers within that time, and the two thread wake-ups per message saved are
+//! most of a connection's cost (`roce bench --tests cm`: about 5,000 connections/s without,
+//! 35,000–45,000 with).
 use super::error::{Error, Result};
 use super::{Context, PreparedQueuePair, QueuePair};
 use crate::runtime::Device as RtDevice;
@@ -76,6 +83,15 @@ impl Hub {
         }
     }
 
+    /// The next event for `id`, if one is queued.
+    fn try_take(&self, id: Id) -> Option<Event> {
+        self.q
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get_mut(&id.0)
+            .and_then(|q| q.pop_front())
+    }
+
     fn forget(&self, id: Id) {
         self.q
             .lock()
@@ -83,6 +99,9 @@ impl Hub {
             .remove(&id.0);
     }
 }
+
+/// How long a wait for a CM event progresses the device itself before it sleeps.
+const EVENT_SPIN: Duration = Duration::from_micros(200);
 
 /// The hub of each runtime device this process uses through `verbs::cm` (by address).
 static HUBS: Mutex<Vec<(usize, Arc<Hub>)>> = Mutex::new(Vec::new());
@@ -138,7 +157,21 @@ impl IdHandle {
 
     /// Waits for `want`; a refusal or anything unexpected is an error.
     fn expect(&self, want: EventKind, timeout: Duration) -> Result<Event> {
-        let ev = self.hub.wait(self.id, timeout)?;
+        // A peer on this host answers within tens of microseconds: look for it first, moving the
+        // device inline as a CQ poll does, then sleep until the progress thread delivers it.
+        let spin_end = Instant::now() + EVENT_SPIN.min(timeout);
+        let ev = loop {
+            if let Some(ev) = self.hub.try_take(self.id) {
+                break ev;
+            }
+            if Instant::now() >= spin_end {
+                break self.hub.wait(self.id, timeout)?;
+            }
+            if self.dev().progress() == 0 {
+                // nothing arrived: let the other threads (the peer's, on a shared CPU) run
+                std::thread::yield_now();
+            }
+        };
         if ev.kind == want && ev.status == 0 {
             return Ok(ev);
         }
