@@ -9,14 +9,19 @@
 # RDMA READs under 0.5 % loss toward it and of ib_write_bw -q 8 toward a guest held to 30 % of a
 # CPU (a cgroup quota on its qemu), each failing when what retx_share.py measures from its
 # capture (early READ re-requests, the share of retransmissions) exceeds the row's bound.
+# And the memory-window rows (block "mw", first MTU only, issue 22): mw_probe.c with the window
+# owner on one side and the accessor on the other, both ways (type 2 and type 1 windows bound by
+# the owner, WRITE/READ through them, SEND with invalidate, the invalidated rkey refused, an
+# access past a window's end judged by the owner's rules: rxe the region's bounds, we the window's).
 #
-#   run-matrix.sh [--mtus "1500 9000"] [--loss-mtus "1500 9000"] [--losses "none rxe emu retx"]
+#   run-matrix.sh [--mtus "1500 9000"] [--loss-mtus "1500 9000"] [--losses "none mw rxe emu retx"]
 #                 [--only REGEX] [--bin DIR] [--publish] [--keep]
 #
 #   --loss-mtus   MTUs at which the lossy rows run (default both; UC/UD under loss only at the
 #                 first of them)
 #   --losses      which blocks: none (no loss), rxe (5 % toward the guest), emu (5 % toward us),
-#                 retx (issue 23: retransmission bounds, at the first of --mtus)
+#                 retx (issue 23: retransmission bounds, at the first of --mtus), mw (issue 22:
+#                 memory windows, at the first of --mtus; `--losses mw` runs only those two rows)
 #   --only        run only tools whose label matches REGEX (debugging)
 #   --bin DIR     use DIR/roce and DIR/lib/libibverbs.so.1 instead of building (e.g. a copy of
 #                 an older build, to compare engines)
@@ -46,7 +51,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$HERE/lib/common.sh"
 L=$HERE/lab.sh
 
-MTUS="1500 9000" LOSS_MTUS="1500 9000" LOSSES="none rxe emu retx" ONLY="" PUBLISH=0 KEEP=0 BIN=""
+MTUS="1500 9000" LOSS_MTUS="1500 9000" LOSSES="none mw rxe emu retx" ONLY="" PUBLISH=0 KEEP=0 BIN=""
 while [ $# -gt 0 ]; do
   case $1 in
     --mtus) MTUS=$2; shift 2 ;;
@@ -114,11 +119,15 @@ cp "$REPO_DIR/target/release/roce" "$OUT/bin/roce"
 cp "$REPO_DIR/target/release/deps/libroce_ibverbs.so" "$OUT/bin/lib/libibverbs.so.1"
 fi
 ROCE=$OUT/bin/roce
-IMM=$OUT/bin/imm_pingpong
-if ! gcc -O2 -Wall -o "$IMM" "$HERE/imm_pingpong.c" -libverbs >"$OUT/gcc.txt" 2>&1; then
-  cat "$OUT/gcc.txt"; echo "interop: imm_pingpong.c does not compile"
-  echo "stage-result: 0 passed, 1 failed"; exit 1
-fi
+IMM=$OUT/bin/imm_pingpong MWP=$OUT/bin/mw_probe
+for c in "$IMM:imm_pingpong.c" "$MWP:mw_probe.c"; do
+  if ! gcc -O2 -Wall -o "${c%%:*}" "$HERE/${c#*:}" -libverbs >"$OUT/gcc.txt" 2>&1; then
+    cat "$OUT/gcc.txt"; echo "interop: ${c#*:} does not compile"
+    echo "stage-result: 0 passed, 1 failed"; exit 1
+  fi
+done
+# The C probes go into the guest's 9p share (the guest runs the host's binaries: both Debian 12).
+probes_to_share() { cp "$IMM" "$SHARE/imm_pingpong" && cp "$MWP" "$SHARE/mw_probe"; }
 T_BUILD=$(secs_since "$t0")
 t0=$(now_ms)
 if ! "$L" prepare >"$OUT/prepare.txt" 2>&1; then
@@ -246,7 +255,10 @@ guest_listen_cmd='for i in $(seq 150); do ss -ltn | grep -q ":18515 " && exit 0;
 # rxe side was killed while the emulator side had passed).
 run_once() {
   local f=$1 dir=$2 to=$3 cmd=$4 gid="" epid="" t_start t_first="" tool=${4%% *}
-  tool=${tool/@IMM@/imm_pingpong}
+  tool=${tool/@IMM@/imm_pingpong}; tool=${tool/@MW@/mw_probe}
+  # the C probes: the host's copy for the emulator side, the share's for the guest
+  local ecmd=${cmd//@IMM@/$IMM} gcmd=${cmd//@IMM@//share/imm_pingpong}
+  ecmd=${ecmd//@MW@/$MWP} gcmd=${gcmd//@MW@//share/mw_probe}
   RC_S="" RC_C="" HUNG_RXE=0 HUNG_EMU=0
   # The emulator's own bound is later than the loop's deadline (to + 10 s), so a hung emulator
   # is killed by the loop, which saves its counters first.
@@ -254,15 +266,15 @@ run_once() {
                  --ip $EMU_IP --mtu "$IBMTU" --)
   if [ "$dir" = emu-srv ]; then
     # shellcheck disable=SC2086
-    "${emu_cmd[@]}" ${cmd//@IMM@/$IMM} >"$f.server" 2>&1 & epid=$!
+    "${emu_cmd[@]}" $ecmd >"$f.server" 2>&1 & epid=$!
     local i=0; until emu_listening; do
       i=$((i + 1)); kill -0 "$epid" 2>/dev/null && [ $i -lt 150 ] || { RC_S=listen; break; }; sleep 0.1; done
-    [ -n "$RC_S" ] || gid=$("$L" run --bg --timeout "$to" a "${cmd//@IMM@//share/imm_pingpong} $EMU_IP")
+    [ -n "$RC_S" ] || gid=$("$L" run --bg --timeout "$to" a "$gcmd $EMU_IP")
   else
-    gid=$("$L" run --bg --timeout "$to" a "${cmd//@IMM@//share/imm_pingpong}")
+    gid=$("$L" run --bg --timeout "$to" a "$gcmd")
     if "$L" run --timeout 30 a "$guest_listen_cmd" >/dev/null 2>&1; then
       # shellcheck disable=SC2086
-      "${emu_cmd[@]}" ${cmd//@IMM@/$IMM} $GUEST_IP >"$f.client" 2>&1 & epid=$!
+      "${emu_cmd[@]}" $ecmd $GUEST_IP >"$f.client" 2>&1 & epid=$!
     else RC_S=listen; fi
   fi
   if [ "$RC_S" = listen ]; then
@@ -319,7 +331,7 @@ restart_guest() {
   # a restarted guest is a new qemu: slow it down again
   [ -z "$THROTTLE_PCT" ] || guest_throttle "$THROTTLE_PCT" ||
     { say "cannot slow the restarted guest down: $THROTTLE_ERR"; RT_PRE="cannot slow the restarted guest down: $THROTTLE_ERR"; }
-  cp "$IMM" "$SHARE/imm_pingpong"
+  probes_to_share
   NEED_RESTART=0
 }
 
@@ -343,6 +355,16 @@ check_run() {
   local cdrop; cdrop=$(sed -n 's/^\([0-9]*\) packets dropped by kernel.*/\1/p' "$f.capture" | tail -1)
   [ "${cdrop:-0}" = 0 ] || CHK_FIG+=" (tcpdump missed $cdrop frames)"
   [ "${rcv:-0}" = 0 ] || CHK_FIG+=", rxe_rcv_drops $rcv"
+  # Memory-window rows: nothing of theirs may be dropped by rxe (every QP is alive until both
+  # sides have finished, and the refused WRITEs end in a NAK, not in a drop).
+  [ "${RUN_KIND:-}" != mw ] || [ "${rcv:-0}" = 0 ] || CHK="${CHK:+$CHK; }rxe dropped $rcv packets"
+}
+# mw_figures F: what the memory-window rows checked, from each side's closing line.
+mw_figures() {
+  local o a
+  o=$(sed -n 's/^mw_probe: result: [^;]*; //p' "$1.server" | head -1)
+  a=$(sed -n 's/^mw_probe: result: [^;]*; //p' "$1.client" | head -1)
+  echo "owner: ${o:-?}; accessor: ${a:-?}"
 }
 
 # run_tool LABEL DIR TIMEOUT KIND CMD. KIND: rc (must pass), nd (UC/UD under loss: n/a) or rt
@@ -353,7 +375,7 @@ run_tool() {
   f=$OUT/runs/m${CUR_MTU}-${CUR_LOSS}-${dir}-${label//[^A-Za-z0-9_]/_}
   t0=$(now_ms)
   [ "${NEED_RESTART:-0}" = 0 ] || restart_guest "left over from the previous run"
-  [ -f "$SHARE/imm_pingpong" ] || cp "$IMM" "$SHARE/imm_pingpong"
+  [ -f "$SHARE/imm_pingpong" ] && [ -f "$SHARE/mw_probe" ] || probes_to_share
   cap_start "$f" "$kind"
   UDP0=$(udp_counters)
   RUN_KIND=$kind
@@ -436,6 +458,7 @@ run_tool() {
   elif [ "$RC_S" = 0 ] && [ "$RC_C" = 0 ] && [ -z "$CHK" ]; then
     res=pass; fig=$(figures "$f.client")
     [ -n "$fig" ] || fig=$(grep -m1 -o '[0-9.]* usec/iter' "$f.client")
+    [ "$kind" != mw ] || fig=$(mw_figures "$f")
     [ "$tries" != 1 ] || res="pass (retry after rxe restart)"
     [ "$tries" != 2 ] || res="pass (retry after perftest clock check)"
     [ "$tries" != 3 ] || res="pass (retry after the emulator retried forever, rxe peer gone)"
@@ -445,7 +468,7 @@ run_tool() {
   fi
   [ -z "$rtfig" ] || fig="$fig; $rtfig"
   [ "$res" = fail ] || fig="$fig; $CHK_FIG"
-  local lossd; case $CUR_LOSS in none) lossd="-" ;; rxe) lossd="5% → rxe" ;; emu) lossd="5% → emu" ;; retx) lossd=$RT_LOSSD ;; esac
+  local lossd; case $CUR_LOSS in none) lossd="-" ;; rxe) lossd="5% → rxe" ;; emu) lossd="5% → emu" ;; retx) lossd=$RT_LOSSD ;; mw) lossd="-" ;; esac
   local dird; [ "$dir" = emu-srv ] && dird="emu srv ← rxe cli" || dird="rxe srv ← emu cli"
   ROWS+=("$(printf '%-28s %-18s %5s %-10s %-8s %6ss  %s' "$label" "$dird" "$CUR_MTU" "$lossd" "$(short_res "$res")" "$secs" "$fig")")
   MD_ROWS+=("| $label | $dird | $CUR_MTU / $IBMTU | $lossd | $res | $fig | $secs |")
@@ -535,17 +558,30 @@ retx_tools() {
 }
 
 T_BOOT=() T_BLOCKS=() LAB_FAIL=0 NEED_RESTART=0 GUEST_KERNEL=""
+# mtu_has_block MTU: whether any block of --losses runs at MTU (no lab is booted for nothing).
+mtu_has_block() {
+  local b
+  for b in $LOSSES; do
+    case $b in
+      none) return 0 ;;
+      retx|mw) [ "$1" = "${MTUS%% *}" ] && return 0 ;;
+      *) [[ " $LOSS_MTUS " == *" $1 "* ]] && return 0 ;;
+    esac
+  done
+  return 1
+}
 for CUR_MTU in $MTUS; do
+  mtu_has_block "$CUR_MTU" || continue
   if ! lab_up "$CUR_MTU"; then
     say "lab at MTU $CUR_MTU did not come up; see $OUT/lab.txt"; tail -n 20 "$OUT/lab.txt" >&2
     FAILED=$((FAILED + 1)); FAILURES+=("lab up at MTU $CUR_MTU failed ($OUT/lab.txt)"); LAB_FAIL=1
     cleanup; continue
   fi
-  cp "$IMM" "$SHARE/imm_pingpong"
+  probes_to_share
   for CUR_LOSS in $LOSSES; do
     case $CUR_LOSS in
       none) ;;
-      retx) [ "$CUR_MTU" = "${MTUS%% *}" ] || continue ;;
+      retx|mw) [ "$CUR_MTU" = "${MTUS%% *}" ] || continue ;;
       *) [[ " $LOSS_MTUS " == *" $CUR_MTU "* ]] || continue ;;
     esac
     tb=$(now_ms)
@@ -569,6 +605,17 @@ for CUR_MTU in $MTUS; do
       done 9< <(retx_tools)
       "$L" loss host 0 >/dev/null 2>&1
       T_BLOCKS+=("MTU $CUR_MTU retx (issue 23): $(secs_since "$tb") s")
+      continue
+    fi
+    if [ "$CUR_LOSS" = mw ]; then
+      # Issue 22: memory windows, the window owner as the server (TCP side channel) and the
+      # accessor as the client. -x names the owner's implementation: what an access past the
+      # window's end (inside the region) must do, and which flag bit marks SEND with invalidate.
+      for dir in emu-srv rxe-srv; do
+        if [ "$dir" = emu-srv ]; then x=emu; else x=rxe; fi
+        run_tool "memory windows" "$dir" 30 mw "@MW@ -d rxe0 -g $GIDX -m $IBMTU -t 30 -x $x"
+      done
+      T_BLOCKS+=("MTU $CUR_MTU mw (issue 22): $(secs_since "$tb") s")
       continue
     fi
     case $CUR_LOSS in rxe) "$L" loss a 5 >/dev/null 2>&1 ;; emu) "$L" loss host 5 >/dev/null 2>&1 ;; esac
@@ -609,7 +656,8 @@ if [ "${#FAILURES[@]}" -gt 0 ]; then echo "-- failures:"; printf '   %s\n' "${FA
   echo "Figures: client-side MB/s (bw), typical µs (lat) or µs/iter (pingpong); then RoCE packets in the"
   echo "run's bridge capture and invalid ICRCs (roce decode / guest rxe-drops). The issue-23 rows (ib_read_bw -s 4194304,"
   echo "ib_read_bw -a, ib_write_bw -q 8) also show the emulator's retransmissions measured from the capture"
-  echo "(tests/interop/retx_share.py; bounds in tests/interop/README.md)."
+  echo "(tests/interop/retx_share.py; bounds in tests/interop/README.md). The memory-window rows (issue 22;"
+  echo "server = window owner, client = accessor; tests/interop/mw_probe.c) show each side's closing line."
   echo
   echo "| tool | server ← client | MTU | loss | result | figures | s |"
   echo "| --- | --- | --- | --- | --- | --- | --- |"
