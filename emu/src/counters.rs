@@ -72,7 +72,8 @@ counters! {
     diag_rnr_no_recv,
     /// Inbound RDMA with an unknown rkey.
     diag_bad_rkey,
-    /// Inbound RDMA with the rkey of a deregistered region.
+    /// Inbound RDMA with the rkey of a deregistered region, or of a memory window not bound
+    /// with it (never bound, invalidated, or bound again with another key byte).
     diag_stale_rkey,
     /// Inbound RDMA with the rkey of a region in another PD.
     diag_rkey_wrong_pd,

@@ -90,6 +90,10 @@ pub enum KeyFault {
     OutOfBounds,
     /// A type 2 memory window bound to another QP than the one the request came on.
     WindowOfAnotherQp,
+    /// A memory window's key, but the window is not bound with it: never bound, invalidated
+    /// (LOCAL_INV, SEND with invalidate) or bound again with another key byte. Counted with
+    /// [`KeyFault::Stale`] (`diag_stale_rkey`).
+    StaleWindow,
 }
 
 /// Why a responder refused a request with a NAK invalid request (rxe's class C errors), other
@@ -213,13 +217,15 @@ impl Diagnostic {
         match self {
             Diagnostic::RnrNoRecvPosted => "diag_rnr_no_recv",
             Diagnostic::RemoteAccess(KeyFault::Unknown) => "diag_bad_rkey",
-            Diagnostic::RemoteAccess(KeyFault::Stale) => "diag_stale_rkey",
+            Diagnostic::RemoteAccess(KeyFault::Stale | KeyFault::StaleWindow) => "diag_stale_rkey",
             Diagnostic::RemoteAccess(KeyFault::WrongPd) => "diag_rkey_wrong_pd",
             Diagnostic::RemoteAccess(KeyFault::NoPermission) => "diag_remote_no_permission",
             Diagnostic::RemoteAccess(KeyFault::OutOfBounds) => "diag_remote_out_of_bounds",
             Diagnostic::RemoteAccess(KeyFault::WindowOfAnotherQp) => "diag_rkey_other_qp",
             Diagnostic::QpAccessNotEnabled { .. } => "diag_qp_access",
-            Diagnostic::LocalProtection(KeyFault::Unknown | KeyFault::Stale) => "diag_bad_lkey",
+            Diagnostic::LocalProtection(
+                KeyFault::Unknown | KeyFault::Stale | KeyFault::StaleWindow,
+            ) => "diag_bad_lkey",
             Diagnostic::LocalProtection(KeyFault::WrongPd | KeyFault::WindowOfAnotherQp) => {
                 "diag_lkey_wrong_pd"
             }
@@ -260,6 +266,7 @@ impl Diagnostic {
                     KeyFault::NoPermission => "on a memory region registered without the remote access it needs",
                     KeyFault::OutOfBounds => "outside the bounds of the memory region of its rkey (or of its memory window)",
                     KeyFault::WindowOfAnotherQp => "through a type 2 memory window bound to another QP",
+                    KeyFault::StaleWindow => "with the rkey of a memory window that is not bound with that key (never bound, invalidated by LOCAL_INV or a SEND with invalidate, or bound again with another key byte)",
                 };
                 let fix = match f {
                     KeyFault::Unknown | KeyFault::Stale => "Send the peer the current mr->rkey (and address) of a live ibv_reg_mr region, and keep the region registered while the peer uses it",
@@ -267,6 +274,7 @@ impl Diagnostic {
                     KeyFault::NoPermission => "Register the region with IBV_ACCESS_REMOTE_WRITE / IBV_ACCESS_REMOTE_READ / IBV_ACCESS_REMOTE_ATOMIC as the peer's operations need (remote write and atomics also need IBV_ACCESS_LOCAL_WRITE)",
                     KeyFault::OutOfBounds => "Keep remote_addr .. remote_addr+length inside [mr->addr, mr->addr+mr->length) of the region the peer advertised (for a memory window: inside the addr and length it was bound with)",
                     KeyFault::WindowOfAnotherQp => "Give each peer the rkey of a window bound (IBV_WR_BIND_MW) on the QP connected to it",
+                    KeyFault::StaleWindow => "Bind the window (IBV_WR_BIND_MW / ibv_bind_mw) before the peer uses it and send the peer the rkey of that bind; an invalidated rkey never works again",
                 };
                 format!("an incoming RDMA READ/WRITE/atomic was refused {why} (NAK remote access error sent, QP moved to ERR). {fix}")
             }
@@ -277,13 +285,13 @@ impl Diagnostic {
             ),
             Diagnostic::LocalProtection(f) => {
                 let why = match f {
-                    KeyFault::Unknown | KeyFault::Stale => "an lkey that is not a live memory region of this device (wrong or deregistered)",
+                    KeyFault::Unknown | KeyFault::Stale | KeyFault::StaleWindow => "an lkey that is not a live memory region of this device (wrong or deregistered)",
                     KeyFault::WrongPd | KeyFault::WindowOfAnotherQp => "the lkey of a memory region in another protection domain than this QP",
                     KeyFault::NoPermission => "a region registered without IBV_ACCESS_LOCAL_WRITE, which incoming data needs",
                     KeyFault::OutOfBounds => "an address/length outside its memory region",
                 };
                 let fix = match f {
-                    KeyFault::Unknown | KeyFault::Stale => "Use mr->lkey of a region that stays registered until the work request completes",
+                    KeyFault::Unknown | KeyFault::Stale | KeyFault::StaleWindow => "Use mr->lkey of a region that stays registered until the work request completes",
                     KeyFault::WrongPd | KeyFault::WindowOfAnotherQp => "Register the buffer in the QP's PD: the QP, its memory regions and address handles must all come from the same ibv_alloc_pd",
                     KeyFault::NoPermission => "Register receive and read-response buffers with IBV_ACCESS_LOCAL_WRITE",
                     KeyFault::OutOfBounds => "Keep every sge.addr .. sge.addr+sge.length inside the registered region",
@@ -386,15 +394,17 @@ impl Diagnostic {
         let f = match self {
             Diagnostic::RnrNoRecvPosted => &mut c.diag_rnr_no_recv,
             Diagnostic::RemoteAccess(KeyFault::Unknown) => &mut c.diag_bad_rkey,
-            Diagnostic::RemoteAccess(KeyFault::Stale) => &mut c.diag_stale_rkey,
+            Diagnostic::RemoteAccess(KeyFault::Stale | KeyFault::StaleWindow) => {
+                &mut c.diag_stale_rkey
+            }
             Diagnostic::RemoteAccess(KeyFault::WrongPd) => &mut c.diag_rkey_wrong_pd,
             Diagnostic::RemoteAccess(KeyFault::NoPermission) => &mut c.diag_remote_no_permission,
             Diagnostic::RemoteAccess(KeyFault::OutOfBounds) => &mut c.diag_remote_out_of_bounds,
             Diagnostic::RemoteAccess(KeyFault::WindowOfAnotherQp) => &mut c.diag_rkey_other_qp,
             Diagnostic::QpAccessNotEnabled { .. } => &mut c.diag_qp_access,
-            Diagnostic::LocalProtection(KeyFault::Unknown | KeyFault::Stale) => {
-                &mut c.diag_bad_lkey
-            }
+            Diagnostic::LocalProtection(
+                KeyFault::Unknown | KeyFault::Stale | KeyFault::StaleWindow,
+            ) => &mut c.diag_bad_lkey,
             Diagnostic::LocalProtection(KeyFault::WrongPd | KeyFault::WindowOfAnotherQp) => {
                 &mut c.diag_lkey_wrong_pd
             }

@@ -276,7 +276,7 @@ impl MwTable {
             return Some(KeyFault::Unknown);
         };
         if e.rkey != rkey || e.state != MwState::Valid || e.length == 0 {
-            return Some(KeyFault::Stale);
+            return Some(KeyFault::StaleWindow);
         }
         if e.pd != pd {
             return Some(KeyFault::WrongPd);

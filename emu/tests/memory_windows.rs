@@ -268,6 +268,18 @@ fn send_with_invalidate_frees_the_window_and_reports_the_rkey() {
         WcStatus::RemAccessErr,
         "used after invalidation"
     );
+    // said as a window's stale rkey, not as a deregistered region's; counted with those
+    let bq = w.p.b.qpn;
+    let d: Vec<_> = std::iter::from_fn(|| w.p.nic_b().poll_diagnostic()).collect();
+    assert_eq!(
+        d,
+        vec![(bq, Diagnostic::RemoteAccess(KeyFault::StaleWindow))]
+    );
+    assert!(d[0]
+        .1
+        .message(bq)
+        .contains("with the rkey of a memory window that is not bound with that key"));
+    assert_eq!(w.p.nic_b().counters().diag_stale_rkey, 1);
 }
 
 #[test]
