@@ -25,13 +25,14 @@ static int failures;
 		fflush(stdout);                                                         \
 	} while (0)
 
-static int to_rts(struct ibv_qp *qp, union ibv_gid *gid, uint32_t dest)
+/* INIT -> RTR -> RTS toward QP `dest` at `gid`, the peer allowed `access` on this QP. */
+static int to_rts_access(struct ibv_qp *qp, union ibv_gid *gid, uint32_t dest, int access)
 {
 	struct ibv_qp_attr a;
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_INIT;
 	a.port_num = 1;
-	a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	a.qp_access_flags = access;
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS))
 		return 1;
 	memset(&a, 0, sizeof a);
@@ -60,6 +61,11 @@ static int to_rts(struct ibv_qp *qp, union ibv_gid *gid, uint32_t dest)
 	                  IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC))
 		return 3;
 	return 0;
+}
+
+static int to_rts(struct ibv_qp *qp, union ibv_gid *gid, uint32_t dest)
+{
+	return to_rts_access(qp, gid, dest, IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
 }
 
 /* Polls until one completion arrives (2 s). Returns 1 with *wc filled. */

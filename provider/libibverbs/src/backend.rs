@@ -161,18 +161,31 @@ pub struct SendWr<'a> {
     /// Immediate data as the program stored it (network order), or the rkey to invalidate.
     pub imm_data: u32,
     pub sg_list: &'a [ibv_sge],
-    /// With `IBV_SEND_INLINE` (and for `IBV_WR_ATOMIC_WRITE`, its 8 bytes): the payload, already
-    /// gathered from the program's buffers, which it may reuse as soon as the post returns.
+    /// With `IBV_SEND_INLINE`: the payload, already gathered from the program's buffers, which
+    /// it may reuse as soon as the post returns.
     /// The engine must copy it before returning; `sg_list` then needs no lkey check.
     pub inline_data: Option<&'a [u8]>,
     pub remote_addr: u64,
     pub rkey: u32,
+    /// Atomics' compare or add operand; for `IBV_WR_ATOMIC_WRITE` the 8 bytes to write, as they
+    /// lie in the program's memory (`u64::from_ne_bytes`).
     pub compare_add: u64,
     pub swap: u64,
     /// Set for UD QPs.
     pub ud: Option<UdDest>,
     /// `IBV_WR_BIND_MW` (`ibv_send_wr.bind_mw`, `ibv_wr_bind_mw`, `ibv_bind_mw`).
     pub bind: MwBindWr,
+    /// `IBV_WR_FLUSH` (`ibv_wr_flush`).
+    pub flush: FlushWr,
+}
+
+/// `ibv_wr_flush`'s length, placement type (`IBV_FLUSH_GLOBAL` 1, `IBV_FLUSH_PERSISTENT` 2)
+/// and selectivity level (`IBV_FLUSH_RANGE` 0, `IBV_FLUSH_MR` 1).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FlushWr {
+    pub length: u32,
+    pub placement_type: u8,
+    pub level: u8,
 }
 
 /// A memory window bind: the window (its current rkey), the rkey it gets (only the low byte,

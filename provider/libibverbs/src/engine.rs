@@ -295,6 +295,11 @@ fn emu_send_wr<'b>(wr: &SendWr<'_>, sg_list: &'b [emu::Sge]) -> Result<emu::Send
             length: wr.bind.length,
             access: emu::AccessFlags(wr.bind.access),
         },
+        flush: emu::FlushWr {
+            length: wr.flush.length,
+            placement_type: wr.flush.placement_type,
+            level: wr.flush.level,
+        },
         ..Default::default()
     };
     if let Some(ud) = wr.ud {
@@ -327,10 +332,11 @@ fn check_send(
         return Err(Errno::EINVAL);
     }
     let inline = w.send_flags.contains(emu::SendFlags::INLINE)
-        && !w.opcode.is_rd_atomic()
+        && !w.opcode.takes_rd_atomic_credit()
         && !w.opcode.is_local();
     let length = match (inline, inline_data) {
         (true, Some(d)) => d.len() as u64,
+        _ if w.opcode == O::Flush => u64::from(w.flush.length),
         _ => w.sg_list.iter().map(|s| u64::from(s.length)).sum(),
     };
     if (w.opcode.is_atomic() && (w.remote_addr & 7 != 0 || length < 8))

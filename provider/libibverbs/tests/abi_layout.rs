@@ -295,6 +295,12 @@ fn items() -> Vec<Item> {
             "offsetof(struct ibv_port_attr, port_cap_flags2)",
             COMPAT_PORT_ATTR_LEN,
         ),
+        // rdma-core v45 appends `wr_flush` to v44's `ibv_qp_ex`: our QPs carry that slot
+        // right after the installed header's struct.
+        (
+            "sizeof(struct ibv_qp_ex)",
+            offset_of!(ibv_qp_ex_ext, wr_flush),
+        ),
         ("sizeof(pthread_mutex_t)", size_of::<pthread_mutex_t>()),
         ("sizeof(pthread_cond_t)", size_of::<pthread_cond_t>()),
         ("IBV_SYSFS_NAME_MAX", IBV_SYSFS_NAME_MAX),

@@ -57,7 +57,7 @@ pub use mw::MemoryWindow;
 pub use pd::{grh_source_gid, AddressHandle, ProtectionDomain};
 pub use qp::{
     Opcode, PreparedQueuePair, QueuePair, QueuePairBuilder, QueuePairEndpoint, SendRequest, UdDest,
-    DEFAULT_QKEY,
+    DEFAULT_QKEY, FLUSH_GLOBAL, FLUSH_MR, FLUSH_PERSISTENT, FLUSH_RANGE,
 };
 pub use roce_emu::{
     AccessFlags, AhAttr, AsyncEvent, Counters, DeviceAttr, Gid, Mtu, MwType, PortAttr, QpAttr,

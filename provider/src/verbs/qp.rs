@@ -190,6 +190,8 @@ impl QueuePair {
                 Opcode::Read(_)
                 | Opcode::CompareSwap { .. }
                 | Opcode::FetchAdd { .. }
+                | Opcode::Flush { .. }
+                | Opcode::AtomicWrite { .. }
                 | Opcode::SendWithInv(_)
                 | Opcode::LocalInv(_),
             ) => false,
@@ -264,6 +266,28 @@ impl QueuePair {
                 e.compare_add = add;
                 remote(&r, &mut e);
             }
+            Opcode::Flush {
+                remote: r,
+                placement_type,
+                level,
+            } => {
+                let length = u32::try_from(r.len).map_err(|_| Error::PostSend {
+                    qpn,
+                    reason: format!("a FLUSH of {} bytes (the RETH holds 32 bits)", r.len),
+                })?;
+                e.opcode = WrOpcode::Flush;
+                e.flush = roce_emu::FlushWr {
+                    length,
+                    placement_type,
+                    level,
+                };
+                remote(&r, &mut e);
+            }
+            Opcode::AtomicWrite { remote: r, value } => {
+                e.opcode = WrOpcode::AtomicWrite;
+                e.compare_add = value;
+                remote(&r, &mut e);
+            }
             Opcode::SendWithInv(rkey) => {
                 e.opcode = WrOpcode::SendWithInv;
                 e.invalidate_rkey = rkey;
@@ -298,6 +322,19 @@ impl QueuePair {
         if let Opcode::CompareSwap { remote: r, .. } | Opcode::FetchAdd { remote: r, .. } = wr.op {
             let local_ok = n == 1 && sges[0].length == 8 && sges[0].addr & 7 == 0;
             if !local_ok || r.addr % 8 != 0 || r.len < 8 {
+                return Err(Error::MisalignedAtomic);
+            }
+        }
+        if let Opcode::Flush { .. } | Opcode::AtomicWrite { .. } = wr.op {
+            if n != 0 || wr.inline.is_some() {
+                return Err(Error::PostSend {
+                    qpn,
+                    reason: format!("{} takes no local buffers", wr.op.name()),
+                });
+            }
+        }
+        if let Opcode::AtomicWrite { remote: r, .. } = wr.op {
+            if r.addr % 8 != 0 || r.len < 8 {
                 return Err(Error::MisalignedAtomic);
             }
         }
@@ -482,6 +519,19 @@ impl QueuePair {
             remote,
             add,
         ))
+    }
+
+    /// IBA 1.5 RDMA FLUSH of `remote` for global visibility ([`FLUSH_GLOBAL`]), of the range
+    /// or, with `whole_region`, of the region behind its rkey ([`FLUSH_MR`]); completes with
+    /// `WcOpcode::Flush`. [`SendRequest::flush`] gives every placement type and level.
+    pub fn post_flush(&self, remote: RemoteSlice, whole_region: bool, wr_id: u64) -> Result<()> {
+        let level = if whole_region { FLUSH_MR } else { FLUSH_RANGE };
+        self.post(&SendRequest::flush(wr_id, remote, FLUSH_GLOBAL, level))
+    }
+    /// IBA 1.5 ATOMIC WRITE: `value` lands in the 8 bytes at `remote` as one store; completes
+    /// with `WcOpcode::AtomicWrite`.
+    pub fn post_atomic_write(&self, remote: RemoteSlice, value: u64, wr_id: u64) -> Result<()> {
+        self.post(&SendRequest::atomic_write(wr_id, remote, value))
     }
 
     /// Posts a receive (`ibv_post_recv`) scattering into `local`.

@@ -578,3 +578,64 @@ fn memory_window_bind_remote_write_and_invalidate_by_send() {
         .unwrap();
     assert_eq!(a.cq.wait_one(T).unwrap().status(), WcStatus::RemAccessErr);
 }
+
+#[test]
+fn rc_atomic_write_and_flush() {
+    let (_n, a, b) = pair(LinkConfig::default());
+    let (qa, _qb) = connect(&a, &b, QpType::Rc);
+    let flushable = ALL | AccessFlags::FLUSH_GLOBAL;
+    let target = b.pd.allocate(64, flushable).unwrap();
+    let v = 0x1122_3344_5566_7788;
+    qa.post_atomic_write(target.remote_slice(8..16), v, 1)
+        .unwrap();
+    let wc = ok(&a.cq);
+    assert_eq!(
+        (wc.wr_id(), wc.opcode(), wc.byte_len()),
+        (1, WcOpcode::AtomicWrite, 8)
+    );
+    assert_eq!(target.load_u64(8), v);
+    qa.post_flush(target.remote_slice(0..16), false, 2).unwrap();
+    let wc = ok(&a.cq);
+    assert_eq!(
+        (wc.wr_id(), wc.opcode(), wc.byte_len()),
+        (2, WcOpcode::Flush, 16)
+    );
+    qa.post(&SendRequest::flush(
+        3,
+        target.remote(),
+        FLUSH_GLOBAL,
+        FLUSH_MR,
+    ))
+    .unwrap();
+    assert_eq!(ok(&a.cq).opcode(), WcOpcode::Flush);
+    // checked before posting: alignment, no local buffers, RC only
+    let misaligned = target.remote_slice(4..12);
+    assert!(matches!(
+        qa.post_atomic_write(misaligned, 1, 4),
+        Err(Error::MisalignedAtomic)
+    ));
+    let src = a.pd.allocate(8, ALL).unwrap();
+    let local = [src.slice(..)];
+    let with_local = SendRequest {
+        local: &local,
+        ..SendRequest::atomic_write(5, target.remote_slice(8..16), 1)
+    };
+    assert!(matches!(qa.post(&with_local), Err(Error::PostSend { .. })));
+    let (ua, _ub) = connect(&a, &b, QpType::Uc);
+    assert!(matches!(
+        ua.post_flush(target.remote(), false, 6),
+        Err(Error::WrongTransport { .. })
+    ));
+    // persistence needs persistent memory, which no region here has (rxe: EINVAL)
+    assert!(b
+        .pd
+        .allocate(64, flushable | AccessFlags::FLUSH_PERSISTENT)
+        .is_err());
+    // a region without FLUSH access: remote access error, the QP in error
+    let plain = b.pd.allocate(64, ALL).unwrap();
+    let (qa, _qb) = connect(&a, &b, QpType::Rc);
+    qa.post_flush(plain.remote(), false, 7).unwrap();
+    let wc = a.cq.wait_one(T).unwrap();
+    assert_eq!((wc.wr_id(), wc.status()), (7, WcStatus::RemAccessErr));
+    assert_eq!(qa.state(), QpState::Err);
+}

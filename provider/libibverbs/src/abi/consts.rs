@@ -88,6 +88,7 @@ pub const IBV_WR_TSO: u32 = 10;
 pub const IBV_MW_TYPE_1: u32 = 1;
 pub const IBV_MW_TYPE_2: u32 = 2;
 pub const IBV_WR_DRIVER1: u32 = 11;
+/// `IBV_WR_FLUSH` is rdma-core v45's (v44 has `IBV_WR_ATOMIC_WRITE` only).
 pub const IBV_WR_FLUSH: u32 = 14;
 pub const IBV_WR_ATOMIC_WRITE: u32 = 15;
 
@@ -176,3 +177,15 @@ pub const IBV_DEVICE_N_NOTIFY_CQ: c_uint = 1 << 14;
 pub const IBV_DEVICE_MEM_WINDOW: c_uint = 1 << 17;
 pub const IBV_DEVICE_MEM_MGT_EXTENSIONS: c_uint = 1 << 21;
 pub const IBV_DEVICE_MEM_WINDOW_TYPE_2B: c_uint = 1 << 24;
+/// Bits of `ibv_device_attr_ex.device_cap_flags_ex` above 32: the kernel's
+/// `IB_UVERBS_DEVICE_FLUSH_GLOBAL`, `_FLUSH_PERSISTENT` (rdma-core v45's kernel headers; not in
+/// v44's) and `_ATOMIC_WRITE` (v44), which libibverbs passes through unnamed.
+pub const IB_UVERBS_DEVICE_FLUSH_GLOBAL: u64 = 1 << 38;
+pub const IB_UVERBS_DEVICE_FLUSH_PERSISTENT: u64 = 1 << 39;
+pub const IB_UVERBS_DEVICE_ATOMIC_WRITE: u64 = 1 << 40;
+
+/// `enum ibv_placement_type` and `enum ibv_selectivity_level` (`ibv_wr_flush`, rdma-core v45).
+pub const IBV_FLUSH_GLOBAL: u8 = 1;
+pub const IBV_FLUSH_PERSISTENT: u8 = 2;
+pub const IBV_FLUSH_RANGE: u8 = 0;
+pub const IBV_FLUSH_MR: u8 = 1;

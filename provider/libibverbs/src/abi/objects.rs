@@ -279,6 +279,8 @@ pub const IBV_QP_EX_WITH_LOCAL_INV: u64 = 1 << 7;
 pub const IBV_QP_EX_WITH_BIND_MW: u64 = 1 << 8;
 pub const IBV_QP_EX_WITH_SEND_WITH_INV: u64 = 1 << 9;
 pub const IBV_QP_EX_WITH_TSO: u64 = 1 << 10;
+/// rdma-core v45 (not in v44's verbs.h, which has ATOMIC_WRITE).
+pub const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
 pub const IBV_QP_EX_WITH_ATOMIC_WRITE: u64 = 1 << 12;
 
 /// `struct ibv_data_buf` (`ibv_wr_set_inline_data_list`).

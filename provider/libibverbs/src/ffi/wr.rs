@@ -20,11 +20,12 @@
 use super::objects::{gather, obj, Ah, Qp};
 use super::{guard, set_errno};
 use crate::abi::*;
-use crate::backend::{Errno, MwBindWr, SendWr, UdDest};
+use crate::backend::{Errno, FlushWr, MwBindWr, SendWr, UdDest};
 use core::ffi::c_void;
 
-/// `send_ops_flags` an RC QP supports: what the engine executes (ATOMIC_WRITE, which rxe has,
-/// is not implemented; TSO and FLUSH are not RoCE verbs here).
+/// `send_ops_flags` an RC QP supports: what the engine executes, as rxe's provider (TSO is not
+/// a RoCE verb). FLUSH is rdma-core v45's: its `wr_flush` slot follows v44's `ibv_qp_ex`, and
+/// our QPs have it ([`ibv_qp_ex_ext`]).
 pub const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
     | IBV_QP_EX_WITH_SEND
@@ -34,7 +35,9 @@ pub const RC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD
     | IBV_QP_EX_WITH_LOCAL_INV
     | IBV_QP_EX_WITH_BIND_MW
-    | IBV_QP_EX_WITH_SEND_WITH_INV;
+    | IBV_QP_EX_WITH_SEND_WITH_INV
+    | IBV_QP_EX_WITH_FLUSH
+    | IBV_QP_EX_WITH_ATOMIC_WRITE;
 /// … a UC QP (no READ, atomics, LOCAL_INV or SEND with invalidate on UC; BIND_MW as rxe).
 pub const UC_SEND_OPS: u64 = IBV_QP_EX_WITH_RDMA_WRITE
     | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM
@@ -94,6 +97,7 @@ pub struct Req {
     swap: u64,
     ud: Option<UdDest>,
     bind: MwBindWr,
+    flush: FlushWr,
     sges: Vec<ibv_sge>,
     inline: Option<Vec<u8>>,
 }
@@ -105,8 +109,10 @@ pub struct Pending {
     error: Option<Errno>,
 }
 
-/// Fills the `wr_*` function pointers of a new QP.
-pub(crate) fn install(q: &mut ibv_qp_ex) {
+/// Fills the `wr_*` function pointers of a new QP (v44's and v45's `wr_flush`).
+pub(crate) fn install(x: &mut ibv_qp_ex_ext) {
+    x.wr_flush = Some(wr_flush);
+    let q = &mut x.base;
     q.wr_atomic_cmp_swp = Some(wr_atomic_cmp_swp);
     q.wr_atomic_fetch_add = Some(wr_atomic_fetch_add);
     q.wr_local_inv = Some(wr_local_inv);
@@ -207,6 +213,7 @@ unsafe extern "C" fn wr_complete(qp: *mut ibv_qp_ex) -> i32 {
                 swap: r.swap,
                 ud: r.ud,
                 bind: r.bind,
+                flush: r.flush,
             })
             .collect();
         // All or none (man ibv_wr_post): the batch goes to the engine in one call, which
@@ -338,9 +345,37 @@ unsafe extern "C" fn wr_atomic_write(
         let r = begin(q, p, IBV_WR_ATOMIC_WRITE);
         remote(r, rkey, remote_addr);
         let mut b = [0u8; 8];
-        // SAFETY: `atomic_wr` points to the 8 bytes to write (verbs.h contract).
+        // SAFETY: `atomic_wr` points to the 8 bytes to write (verbs.h contract), read now as
+        // rxe's provider copies them at this call.
         unsafe { core::ptr::copy_nonoverlapping(atomic_wr.cast::<u8>(), b.as_mut_ptr(), 8) };
-        r.inline = Some(b.to_vec());
+        r.compare_add = u64::from_ne_bytes(b);
+    })
+}
+
+/// `ibv_wr_flush` (rdma-core v45): `len` bytes at `remote_addr` (the whole region behind
+/// `rkey` for `IBV_FLUSH_MR`), placement `type_` and selectivity `level` as given: the responder
+/// judges them, as rxe's provider passes them on unchecked. A length that does not fit the
+/// RETH's 32 bits fails `ibv_wr_complete` with EINVAL (rxe's WQE keeps the low 32 bits).
+unsafe extern "C" fn wr_flush(
+    qp: *mut ibv_qp_ex,
+    rkey: u32,
+    remote_addr: u64,
+    len: usize,
+    type_: u8,
+    level: u8,
+) {
+    with_qp(qp, (), |q, p| {
+        let Ok(length) = u32::try_from(len) else {
+            p.error = Some(Errno::EINVAL);
+            return;
+        };
+        let r = begin(q, p, IBV_WR_FLUSH);
+        remote(r, rkey, remote_addr);
+        r.flush = FlushWr {
+            length,
+            placement_type: type_,
+            level,
+        };
     })
 }
 

@@ -47,10 +47,12 @@ impl<'a> QueuePairBuilder<'a> {
                 max_inline_data: 64,
             },
             srq: None,
+            // and RDMA FLUSH for global visibility (this device has no persistent memory)
             access: AccessFlags::LOCAL_WRITE
                 | AccessFlags::REMOTE_WRITE
                 | AccessFlags::REMOTE_READ
-                | AccessFlags::REMOTE_ATOMIC,
+                | AccessFlags::REMOTE_ATOMIC
+                | AccessFlags::FLUSH_GLOBAL,
             path_mtu: None,
             timeout: 14,
             retry_cnt: 7,

@@ -31,6 +31,28 @@ pub enum Opcode {
         /// Addend.
         add: u64,
     },
+    /// IBA 1.5 RDMA FLUSH (RC, kernel rxe >= 6.2): makes the peer's earlier writes to
+    /// `remote` visible (placement type [`FLUSH_GLOBAL`]) or persistent ([`FLUSH_PERSISTENT`],
+    /// which no region of this device allows), for the range or, with level [`FLUSH_MR`], the
+    /// whole region. No local buffers; completes with `WcOpcode::Flush`. The peer's QP and
+    /// region need `AccessFlags::FLUSH_GLOBAL`.
+    Flush {
+        /// The range (`len` goes in the RETH).
+        remote: RemoteSlice,
+        /// [`FLUSH_GLOBAL`] and/or [`FLUSH_PERSISTENT`].
+        placement_type: u8,
+        /// [`FLUSH_RANGE`] or [`FLUSH_MR`].
+        level: u8,
+    },
+    /// IBA 1.5 ATOMIC WRITE (RC, kernel rxe >= 6.2): stores `value` (host order, as the peer
+    /// reads a `u64`) at `remote` as one 8-byte store. No local buffers; completes with
+    /// `WcOpcode::AtomicWrite`. The peer's QP and region need `AccessFlags::REMOTE_WRITE`.
+    AtomicWrite {
+        /// 8 bytes, 8-byte aligned.
+        remote: RemoteSlice,
+        /// The value stored.
+        value: u64,
+    },
     /// SEND that also invalidates the peer's memory window with this rkey (type 2).
     SendWithInv(u32),
     /// Invalidates a type 2 memory window of this QP's PD (a local operation, no packet).
@@ -58,12 +80,23 @@ impl Opcode {
             Opcode::Read(_) => "RDMA READ",
             Opcode::CompareSwap { .. } => "atomic compare-and-swap",
             Opcode::FetchAdd { .. } => "atomic fetch-and-add",
+            Opcode::Flush { .. } => "RDMA FLUSH",
+            Opcode::AtomicWrite { .. } => "ATOMIC WRITE",
             Opcode::SendWithInv(_) => "SEND with invalidate",
             Opcode::LocalInv(_) => "local invalidate",
             Opcode::BindMw { .. } => "bind memory window",
         }
     }
 }
+
+/// [`Opcode::Flush`] placement type: global visibility (`IBV_FLUSH_GLOBAL`).
+pub const FLUSH_GLOBAL: u8 = 1;
+/// [`Opcode::Flush`] placement type: persistence (`IBV_FLUSH_PERSISTENT`).
+pub const FLUSH_PERSISTENT: u8 = 2;
+/// [`Opcode::Flush`] selectivity level: the range given (`IBV_FLUSH_RANGE`).
+pub const FLUSH_RANGE: u8 = 0;
+/// [`Opcode::Flush`] selectivity level: the whole region behind the rkey (`IBV_FLUSH_MR`).
+pub const FLUSH_MR: u8 = 1;
 
 /// Where a UD send goes.
 #[derive(Clone, Copy, Debug)]
@@ -176,6 +209,22 @@ impl<'a> SendRequest<'a> {
         add: u64,
     ) -> Self {
         Self::new(wr_id, local, Opcode::FetchAdd { remote, add })
+    }
+    /// RDMA FLUSH of `remote` ([`Opcode::Flush`]).
+    pub fn flush(wr_id: u64, remote: RemoteSlice, placement_type: u8, level: u8) -> Self {
+        Self::new(
+            wr_id,
+            &[],
+            Opcode::Flush {
+                remote,
+                placement_type,
+                level,
+            },
+        )
+    }
+    /// ATOMIC WRITE of `value` to the 8 bytes at `remote` ([`Opcode::AtomicWrite`]).
+    pub fn atomic_write(wr_id: u64, remote: RemoteSlice, value: u64) -> Self {
+        Self::new(wr_id, &[], Opcode::AtomicWrite { remote, value })
     }
     /// No completion on success (errors still complete).
     pub fn unsignaled(mut self) -> Self {

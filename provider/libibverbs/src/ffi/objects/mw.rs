@@ -130,6 +130,7 @@ pub(super) unsafe extern "C" fn bind_mw(
             swap: 0,
             ud: None,
             bind,
+            flush: Default::default(),
         };
         match ctx.inner.backend.post_send(q.id, &wr) {
             Ok(()) => {

@@ -95,7 +95,7 @@ fn new_qp(pd: *mut ibv_pd, a: &QpArgs) -> Result<(*mut Qp, ibv_qp_cap), Errno> {
     }));
     if a.send_ops.is_some() {
         // SAFETY: not yet published; we are the only user.
-        unsafe { crate::ffi::wr::install(&mut (*(*qp).c.get()).base) };
+        unsafe { crate::ffi::wr::install(&mut *(*qp).c.get()) };
     }
     let init = QpInit {
         pd: p.id,
@@ -392,6 +392,7 @@ pub(super) unsafe extern "C" fn post_send(
                     swap: 0,
                     ud: None,
                     bind: MwBindWr::default(),
+                    flush: Default::default(),
                 };
                 // SAFETY: reading the union member that `opcode`/QP type select; all members
                 // are plain data, so any bit pattern is a valid value.
@@ -405,6 +406,9 @@ pub(super) unsafe extern "C" fn post_send(
                         });
                     } else {
                         match w.opcode {
+                            IBV_WR_FLUSH | IBV_WR_ATOMIC_WRITE => {
+                                return Err(legacy_iba15(w.opcode))
+                            }
                             IBV_WR_BIND_MW => {
                                 let b = w.ext.bind_mw;
                                 let mw = obj::<Mw, _>(b.mw).ok_or(Errno::EINVAL)?;
@@ -439,6 +443,26 @@ pub(super) unsafe extern "C" fn post_send(
         }
         0
     })
+}
+
+/// `IBV_WR_FLUSH` / `IBV_WR_ATOMIC_WRITE` in `ibv_post_send`: `struct ibv_send_wr` has no field
+/// for a FLUSH's placement type and selectivity level or for the 8 bytes an ATOMIC WRITE
+/// stores; they are `ibv_wr_flush` / `ibv_wr_atomic_write` operations. rdma-core's rxe provider
+/// copies no operand for them in this path (`convert_send_wr`), so the kernel sends rkey 0 and
+/// the WR fails at the responder with a remote access error, the QP going to the error state;
+/// here the post is refused with EINVAL and the QP stays usable (emu README, deviations).
+fn legacy_iba15(opcode: u32) -> Errno {
+    let (op, verb) = if opcode == IBV_WR_FLUSH {
+        ("IBV_WR_FLUSH", "ibv_wr_flush")
+    } else {
+        ("IBV_WR_ATOMIC_WRITE", "ibv_wr_atomic_write")
+    };
+    crate::log::explain_once(&format!(
+        "ibv_post_send: {op} is refused here (EINVAL): struct ibv_send_wr cannot carry its \
+         operands (rxe's provider sends it with rkey 0 and it fails at the responder). Create \
+         the QP with ibv_create_qp_ex and IBV_QP_INIT_ATTR_SEND_OPS_FLAGS and post it with {verb}"
+    ));
+    Errno::EINVAL
 }
 
 /// Concatenates the bytes the SGEs name (inline data).
