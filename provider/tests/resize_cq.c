@@ -93,8 +93,10 @@ int main(void)
 		return 1;
 	CHECK("connect", !to_rts(a, &gid, b->qp_num) && !to_rts(b, &gid, a->qp_num), "errno %d", errno);
 	int cqe0 = rcq->cqe;
+	CHECK("create_cq(4) -> cqe 7 (rounded as rxe)", cqe0 == 7 && scq->cqe == 63, "cqe %d %d", cqe0,
+	      scq->cqe);
 
-	/* 4 completions fill the CQ of 4; armed for solicited ones only */
+	/* 4 completions in the CQ asked for 4; armed for solicited ones only */
 	CHECK("req_notify_cq(solicited)", ibv_req_notify_cq(rcq, 1) == 0, "");
 	CHECK("4 receives queued", deliver(a, b, scq, mr, buf, 0, 4, 0) == 4, "");
 

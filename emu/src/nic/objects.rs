@@ -101,7 +101,8 @@ impl Nic {
         self.sh.mws.rkey_of(rkey)
     }
 
-    /// `ibv_create_cq`.
+    /// `ibv_create_cq`: 1 to `max_cqe` entries asked for (else [`Error::Invalid`]); the CQ
+    /// holds [`Nic::cq_depth`] of them, as rxe's.
     pub fn create_cq(&mut self, cqe: u32) -> Result<Cq> {
         if cqe == 0
             || cqe > self.cfg.device_attr.max_cqe
@@ -111,9 +112,16 @@ impl Nic {
         }
         self.sh
             .cqs
-            .insert(CqState::new(cqe))
+            .insert(CqState::new(rxe_queue_depth(cqe)))
             .map(Cq)
             .ok_or(Error::NoMem)
+    }
+
+    /// The entries a CQ asked for `cqe` holds, as rxe's queue rounds it (`rxe_queue_init`): up
+    /// to one less than a power of two (1 → 1, 4 → 7, 100 → 127). What `ibv_create_cq` and
+    /// `ibv_resize_cq` report in `cq->cqe`.
+    pub fn cq_depth(cqe: u32) -> u32 {
+        rxe_queue_depth(cqe)
     }
 
     /// `ibv_resize_cq`, as rxe's `rxe_resize_cq`: `cqe` is checked as at creation (1 to

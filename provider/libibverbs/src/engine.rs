@@ -450,7 +450,7 @@ impl DeviceContext for EngineContext {
         self.cookies().cqs.insert(cq.0, init.cookie);
         Ok(CqInfo {
             id: CqId(cq.0 as u64),
-            cqe: init.cqe,
+            cqe: emu::Nic::cq_depth(init.cqe),
         })
     }
     fn resize_cq(&self, cq: CqId, cqe: u32) -> VerbResult<u32> {

@@ -145,7 +145,7 @@ impl<'a> CqBuilder<'a> {
             inner: Arc::new(CqInner {
                 ctx: self.ctx.inner.clone(),
                 cq,
-                cqe: AtomicU32::new(cqe),
+                cqe: AtomicU32::new(roce_emu::Nic::cq_depth(cqe)),
                 channel: self.channel,
             }),
         })
@@ -181,7 +181,8 @@ impl Drop for CqInner {
 }
 
 impl CompletionQueue {
-    /// Entries it was created with, or the depth the last [`CompletionQueue::resize`] gave it.
+    /// Entries it holds: what it was created with or last resized to, rounded up as rxe rounds
+    /// it (to one less than a power of two: 16 gives 31).
     pub fn capacity(&self) -> u32 {
         self.inner.cqe.load(Relaxed)
     }
