@@ -99,7 +99,8 @@ impl Endpoint {
                 a.retry_cnt = c.retry_count;
                 a.rnr_retry = c.rnr_retry_count;
                 a.max_rd_atomic = c.initiator_depth;
-                a.timeout = c.av.timeout;
+                // `rdma_init_qp_attr`: the id's ACK timeout when one was set
+                a.timeout = rid.ack_timeout.unwrap_or(c.av.timeout);
                 QpAttrMask::STATE
                     | QpAttrMask::SQ_PSN
                     | QpAttrMask::RETRY_CNT

@@ -44,6 +44,10 @@ pub(crate) struct RdmaId {
     pub backlog: usize,
     pub route: Option<Route>,
     pub conn: Option<Conn>,
+    /// `rdma_set_service_type` (`tos_set`/`tos`): the traffic class of routes resolved after it.
+    pub tos: Option<u8>,
+    /// `rdma_set_ack_timeout` (`timeout_set`/`timeout`): the Local ACK Timeout for RTS.
+    pub ack_timeout: Option<u8>,
 }
 
 /// ucma's `max_backlog` default.
@@ -129,6 +133,8 @@ impl Endpoint {
                 backlog: 0,
                 route: None,
                 conn: None,
+                tos: None,
+                ack_timeout: None,
             },
         );
         id
@@ -242,11 +248,31 @@ impl Endpoint {
         rid.route = Some(Route {
             flow_label,
             hop_limit: ib::DEFAULT_HOP_LIMIT,
-            traffic_class: 0,
+            // `cma_resolve_iboe_route`: the id's TOS if set, else the port's default (0)
+            traffic_class: rid.tos.unwrap_or(0),
         });
         rid.state = RdmaState::RouteResolved;
         self.events
             .push_back(Event::simple(id, EventKind::RouteResolved, 0));
+        Ok(())
+    }
+
+    /// `rdma_set_service_type` (RDMA_OPTION_ID_TOS): the traffic class (IP TOS) of the route
+    /// this id resolves afterwards, carried in its REQ's path and used by both sides' QPs.
+    pub fn set_tos(&mut self, id: Id, tos: u8) -> Result<(), i32> {
+        self.id_mut(id)?.tos = Some(tos);
+        Ok(())
+    }
+
+    /// `rdma_set_ack_timeout` (RDMA_OPTION_ID_ACK_TIMEOUT): the Local ACK Timeout
+    /// (4.096 µs × 2^t) `init_qp_attr` gives the QP at RTS instead of the one from the path;
+    /// RC ids only (EINVAL), as the kernel.
+    pub fn set_ack_timeout(&mut self, id: Id, timeout: u8) -> Result<(), i32> {
+        let rid = self.id_mut(id)?;
+        if rid.kind != QpKind::Rc {
+            return Err(errno::EINVAL);
+        }
+        rid.ack_timeout = Some(timeout);
         Ok(())
     }
 

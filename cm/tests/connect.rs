@@ -410,3 +410,51 @@ fn cma_hdr_mismatch_is_rejected_with_reason_28() {
     assert!(net.take_b().is_empty());
     assert_eq!(net.b.counters().bad_cma_hdr, 1);
 }
+
+/// `rdma_set_option` RDMA_OPTION_ID_TOS before route resolution puts the traffic class in the
+/// route, the REQ's path and both sides' address vectors; RDMA_OPTION_ID_ACK_TIMEOUT on either
+/// side's id replaces the path's timeout at RTS (rdma-core's test_rdmacm_async_traffic sets 21
+/// on the passive child and checks the QP), and is refused on a UD id, as the kernel does.
+#[test]
+fn tos_and_ack_timeout_options() {
+    let mut net = Net::new();
+    let l = net.b.create_id(PortSpace::Tcp, QpKind::Rc);
+    net.b.bind(l, sa("10.0.0.2:7174")).unwrap();
+    net.b.listen(l, 3).unwrap();
+    let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
+    let now = net.now;
+    net.a.set_tos(a, 0x68).unwrap();
+    net.a
+        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
+        .unwrap();
+    net.pump();
+    net.a.resolve_route(now, a, 2000).unwrap();
+    net.pump();
+    net.take_a();
+    net.a.connect(now, a, &rping_param(0x11, b"")).unwrap();
+    net.pump();
+    let child = net.take_b()[0].id;
+    let req = match net.sent(Side::A, REQ)[0].parse().message {
+        Message::Req(r) => r,
+        m => panic!("{m}"),
+    };
+    assert_eq!(req.primary_path.traffic_class, 0x68);
+    net.b.set_ack_timeout(child, 21).unwrap();
+    net.b.accept(now, child, &rping_param(0x22, b"")).unwrap();
+    net.pump();
+    let (brtr, _) = net.b.init_qp_attr(child, QpState::Rtr).unwrap();
+    assert_eq!(brtr.ah_attr.traffic_class, 0x68);
+    let (brts, m) = net.b.init_qp_attr(child, QpState::Rts).unwrap();
+    assert!(m.contains(QpAttrMask::TIMEOUT));
+    assert_eq!(brts.timeout, 21);
+    let (artr, _) = net.a.init_qp_attr(a, QpState::Rtr).unwrap();
+    assert_eq!(artr.ah_attr.traffic_class, 0x68);
+    let (arts, _) = net.a.init_qp_attr(a, QpState::Rts).unwrap();
+    assert_eq!(arts.timeout, 19, "A set no ACK timeout: the path's");
+    let u = net.a.create_id(PortSpace::Udp, QpKind::Ud);
+    assert_eq!(net.a.set_ack_timeout(u, 21), Err(libc_einval()));
+}
+
+fn libc_einval() -> i32 {
+    22
+}

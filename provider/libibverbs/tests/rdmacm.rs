@@ -9,6 +9,7 @@ mod common;
 
 use common::*;
 use std::net::UdpSocket;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -32,6 +33,7 @@ fn on(ip: &str, prog: &Path, args: &[&str]) -> Command {
 /// Starts a server and waits until its NIC holds `ip`:4791 (it opens the device at its first
 /// RDMA CM call, then listens at once).
 fn start_server(mut c: Command, ip: &str) -> Child {
+    c.process_group(0);
     c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -44,7 +46,7 @@ fn start_server(mut c: Command, ip: &str) -> Child {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let _ = child.kill();
+    kill_group(&mut child);
     let _ = child.wait();
     panic!("server on {ip} did not open its device");
 }
@@ -57,7 +59,7 @@ fn finish(mut child: Child, limit: Duration) -> Output {
             break Some(s);
         }
         if t.elapsed() > limit {
-            let _ = child.kill();
+            kill_group(&mut child);
             break None;
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -162,7 +164,7 @@ fn connecting_to_an_address_without_a_listener_is_rejected_at_once() {
     );
     let took = t.elapsed();
     let mut server = server;
-    let _ = server.kill();
+    kill_group(&mut server);
     let _ = server.wait();
     let cs = show("client", &client);
     assert_ne!(client.status.and_then(|s| s.code()), Some(0), "{cs}");
@@ -239,7 +241,7 @@ fn race_retried(
             || client.stderr.contains("Unexpected CM event bl blka 7");
         if early && attempt < 8 {
             let mut server = server;
-            let _ = server.kill();
+            kill_group(&mut server);
             let _ = server.wait();
             std::thread::sleep(Duration::from_millis(300 * attempt));
             eprintln!("{tool_name}: the client came before the server listened; again");
@@ -284,6 +286,7 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
         .unwrap()
         .port();
     let mut server = on(s_ip, &q, &["-lp", &port.to_string()])
+        .process_group(0)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -304,7 +307,7 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
         ),
         Duration::from_secs(60),
     );
-    let _ = server.kill();
+    kill_group(&mut server);
     let _ = server.wait();
     let cs = show("client", &client);
     assert_eq!(client.status.and_then(|s| s.code()), Some(0), "{cs}");

@@ -66,6 +66,8 @@ pub struct Proc {
 pub fn spawn(run_args: &[String], cmd: &[String], env: &[(&str, &str)]) -> Proc {
     let mut c = Command::new(roce());
     c.arg("run").args(run_args).arg("--").args(cmd);
+    // its own process group: a timeout or `kill` takes the program's forked children too
+    std::os::unix::process::CommandExt::process_group(&mut c, 0);
     c.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -87,7 +89,7 @@ impl Proc {
                 Ok(Some(_)) => break,
                 Ok(None) if self.start.elapsed() > limit => {
                     timed_out = true;
-                    let _ = self.child.kill();
+                    self.kill_group();
                     let _ = self.child.wait();
                     break;
                 }
@@ -116,9 +118,17 @@ impl Proc {
         }
     }
 
+    /// Kills the program and every process of its group (a server that forks per
+    /// connection, such as qperf, leaves nothing behind).
     pub fn kill(mut self) -> Out {
-        let _ = self.child.kill();
+        self.kill_group();
         self.wait(Duration::from_secs(5))
+    }
+
+    fn kill_group(&mut self) {
+        // SAFETY: kill(2) of the process group our own child leads; no memory involved.
+        unsafe { libc::kill(-(self.child.id() as i32), libc::SIGKILL) };
+        let _ = self.child.kill();
     }
 
     pub fn exited(&mut self) -> bool {
@@ -139,13 +149,36 @@ pub fn tcp_listening(port: u16) -> bool {
     })
 }
 
-/// Is UDP `ip:4791` bound by anyone (from /proc/net/udp)?
+/// Is UDP `ip:4791` bound by anyone but a shared device's steering helper (`roce steer`, which
+/// the next program on the address joins; from /proc/net/udp)?
 pub fn udp_bound(ip: [u8; 4]) -> bool {
     let want = format!("{:02X}{:02X}{:02X}{:02X}:12B7", ip[3], ip[2], ip[1], ip[0]);
-    std::fs::read_to_string("/proc/net/udp").is_ok_and(|t| {
-        t.lines()
-            .skip(1)
-            .any(|l| l.split_whitespace().nth(1) == Some(&want))
+    let inodes: Vec<String> = std::fs::read_to_string("/proc/net/udp")
+        .map(|t| {
+            t.lines()
+                .skip(1)
+                .filter(|l| l.split_whitespace().nth(1) == Some(&want))
+                .filter_map(|l| l.split_whitespace().nth(9).map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    !inodes.is_empty() && inodes.iter().any(|i| !helper_socket(i))
+}
+
+/// Socket inode `inode` belongs to a `roce steer` process.
+fn helper_socket(inode: &str) -> bool {
+    let link = format!("socket:[{inode}]");
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    procs.flatten().any(|p| {
+        std::fs::read(p.path().join("cmdline"))
+            .is_ok_and(|c| c.windows(7).any(|w| w == b"\0steer\0"))
+            && std::fs::read_dir(p.path().join("fd")).is_ok_and(|fds| {
+                fds.flatten().any(|f| {
+                    std::fs::read_link(f.path()).is_ok_and(|l| l.to_str() == Some(link.as_str()))
+                })
+            })
     })
 }
 

@@ -3,7 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Project rule: a missing prerequisite fails under `CI=true`, otherwise skips loudly
@@ -79,8 +79,19 @@ impl Output {
     }
 }
 
-/// Runs `cmd` (stdin closed) until it exits or `limit` passes (then kills it).
+/// Kills `child` and every process of its group (`run` and the servers of the tests start
+/// each program as the leader of a new group): a server that forks per connection (qperf)
+/// leaves no child behind to hold its address for the next test.
+pub fn kill_group(child: &mut Child) {
+    // SAFETY: kill(2) of the process group our own child leads; no memory involved.
+    unsafe { libc::kill(-(child.id() as i32), libc::SIGKILL) };
+    let _ = child.kill();
+}
+
+/// Runs `cmd` (stdin closed, in a new process group) until it exits or `limit` passes (then
+/// kills the group).
 pub fn run(mut cmd: Command, limit: Duration) -> Output {
+    std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
@@ -105,7 +116,7 @@ pub fn run(mut cmd: Command, limit: Duration) -> Output {
         }
         if start.elapsed() > limit {
             timed_out = true;
-            let _ = child.kill();
+            kill_group(&mut child);
             break child.wait().ok();
         }
         std::thread::sleep(Duration::from_millis(20));

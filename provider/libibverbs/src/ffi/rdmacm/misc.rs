@@ -81,12 +81,24 @@ pub unsafe extern "C" fn rdma_set_option(
             return fail(libc::EINVAL);
         }
         match (level, optname) {
-            (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_ACK_TIMEOUT) if optlen >= 1 => {
-                crate::log::explain_once(
-                    "rdma_set_option: RDMA_OPTION_ID_TOS and _ACK_TIMEOUT are accepted and not \
-                     applied yet (the connection uses TOS 0 and rdma_cm's default ACK timeout)",
-                );
-                0
+            // ucma: both take exactly one byte (EINVAL otherwise)
+            (RDMA_OPTION_ID, RDMA_OPTION_ID_TOS | RDMA_OPTION_ID_ACK_TIMEOUT) if optlen == 1 => {
+                let Some(i) = id_from(id) else {
+                    return fail(libc::EINVAL);
+                };
+                // SAFETY: non-NULL, optlen 1.
+                let v = unsafe { *(optval as *const u8) };
+                let r = i.dev.cm(|c, _| {
+                    if optname == RDMA_OPTION_ID_TOS {
+                        c.set_tos(i.cm, v)
+                    } else {
+                        c.set_ack_timeout(i.cm, v)
+                    }
+                });
+                match r {
+                    Ok(()) => 0,
+                    Err(e) => fail(e),
+                }
             }
             (RDMA_OPTION_ID, RDMA_OPTION_ID_REUSEADDR | RDMA_OPTION_ID_AFONLY) if optlen >= 4 => 0,
             (RDMA_OPTION_IB, RDMA_OPTION_IB_PATH) => {
