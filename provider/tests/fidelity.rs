@@ -182,18 +182,16 @@ fn fails_where_rxe_fails_and_says_why() {
          -g 1 for ibv_*_pingpong, -x 1 for perftest, FI_VERBS_GID_IDX=1 for libfabric, \
          UCX_IB_GID_INDEX=1 for UCX.",
     );
-    for op in ["TSO"] {
-        once(&format!(
-            "roce: ibv_create_qp_ex: this emulated device does not support send_ops_flags \
-             IBV_QP_EX_WITH_{op} on RC QPs (EOPNOTSUPP). It supports IBV_QP_EX_WITH_RDMA_WRITE \
-             | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
-             IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | \
-             IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | \
-             IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV | \
-             IBV_QP_EX_WITH_FLUSH | IBV_QP_EX_WITH_ATOMIC_WRITE: ask only for the operations \
-             the program posts."
-        ));
-    }
+    once(
+        "roce: ibv_create_qp_ex: this emulated device does not support send_ops_flags \
+         IBV_QP_EX_WITH_TSO on RC QPs (EOPNOTSUPP). It supports IBV_QP_EX_WITH_RDMA_WRITE \
+         | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND | \
+         IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | \
+         IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | \
+         IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_SEND_WITH_INV | \
+         IBV_QP_EX_WITH_FLUSH | IBV_QP_EX_WITH_ATOMIC_WRITE: ask only for the operations \
+         the program posts.",
+    );
     // Two datagrams to 192.0.2.1: one line for the QP.
     let u = qpn("unroutable");
     let lead = format!(

@@ -300,7 +300,6 @@ fn emu_send_wr<'b>(wr: &SendWr<'_>, sg_list: &'b [emu::Sge]) -> Result<emu::Send
             placement_type: wr.flush.placement_type,
             level: wr.flush.level,
         },
-        ..Default::default()
     };
     if let Some(ud) = wr.ud {
         w.ah = Some(emu::Ah(ud.ah.0 as u32));
