@@ -8,6 +8,31 @@ pub const fn hash_32(val: u32, bits: u32) -> u32 {
     val.wrapping_mul(0x61C8_8647) >> (32 - bits)
 }
 
+/// The synthetic, locally administered MAC of an emulated NIC at `ip`: `02:00:` and the four
+/// IPv4 bytes (the last four bytes of an IPv6 address). Emulated NICs resolve no neighbours:
+/// a peer's MAC follows from its address ([`mac_of_gid`]).
+pub fn synthetic_mac(ip: IpAddr) -> [u8; 6] {
+    let o = match ip {
+        IpAddr::V4(v) => v.octets(),
+        IpAddr::V6(v) => {
+            let b = v.octets();
+            [b[12], b[13], b[14], b[15]]
+        }
+    };
+    [0x02, 0x00, o[0], o[1], o[2], o[3]]
+}
+
+/// The MAC behind a RoCE GID on emulated NICs: a link-local `fe80::` GID carries its MAC as
+/// an EUI-64 (undone here), any other GID is an address and has [`synthetic_mac`].
+pub fn mac_of_gid(gid: &[u8; 16]) -> [u8; 6] {
+    let g = gid;
+    if g[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] {
+        [g[8] ^ 0x02, g[9], g[10], g[13], g[14], g[15]]
+    } else {
+        [0x02, 0x00, g[12], g[13], g[14], g[15]]
+    }
+}
+
 /// rxe's per-QP UDP source port: `0xC000 | (hash_32(qpn, 14) & 0x3fff)` (roce-spec-notes A.2).
 pub const fn rxe_udp_sport(qpn: u32) -> u16 {
     (roce_wire::ROCE_V2_SPORT_BASE as u32 | (hash_32(qpn, 14) & 0x3fff)) as u16
@@ -210,6 +235,22 @@ pub fn seal(t: &Transmit, buf: &mut [u8]) -> bool {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn synthetic_macs_and_the_mac_behind_a_gid() {
+        let v4: IpAddr = "127.0.0.2".parse().unwrap();
+        assert_eq!(synthetic_mac(v4), [0x02, 0, 127, 0, 0, 2]);
+        let v6: IpAddr = "fd00::1:2:3:4".parse().unwrap();
+        assert_eq!(synthetic_mac(v6), [0x02, 0, 0, 3, 0, 4]);
+        let mapped = match "::ffff:127.0.0.2".parse::<std::net::Ipv6Addr>() {
+            Ok(a) => a.octets(),
+            Err(_) => unreachable!(),
+        };
+        assert_eq!(mac_of_gid(&mapped), synthetic_mac(v4));
+        // fe80::(02:00:7f:00:00:02 as EUI-64) = fe80::0000:7fff:fe00:0002
+        let ll = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x7f, 0xff, 0xfe, 0x00, 0x00, 0x02];
+        assert_eq!(mac_of_gid(&ll), [0x02, 0, 0x7f, 0, 0, 2]);
+    }
 
     #[test]
     fn hash_32_matches_kernel() {

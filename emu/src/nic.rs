@@ -77,13 +77,9 @@ impl NicConfig {
 
     /// Defaults for a device at `ip` (MTU 1500 → IB MTU 1024, as rxe on a standard netdev).
     pub fn new(ip: IpAddr) -> NicConfig {
-        let o = match ip {
-            IpAddr::V4(v) => v.octets().to_vec(),
-            IpAddr::V6(v) => v.octets()[12..].to_vec(),
-        };
         NicConfig {
             ip,
-            mac: [0x02, 0x00, o[0], o[1], o[2], o[3]],
+            mac: crate::net::synthetic_mac(ip),
             netdev_mtu: 1500,
             icrc_policy: IcrcPolicy::AssumeZeroId,
             seed: 0x5eed,

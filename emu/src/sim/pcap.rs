@@ -45,17 +45,6 @@ impl<W: Write> PcapSink<W> {
     }
 }
 
-fn mac_of(ip: IpAddr) -> [u8; 6] {
-    let o = match ip {
-        IpAddr::V4(v) => v.octets(),
-        IpAddr::V6(v) => {
-            let b = v.octets();
-            [b[12], b[13], b[14], b[15]]
-        }
-    };
-    [0x02, 0x00, o[0], o[1], o[2], o[3]]
-}
-
 impl<W: Write> PacketSink for PcapSink<W> {
     fn packet(
         &mut self,
@@ -83,8 +72,8 @@ impl<W: Write> PacketSink for PcapSink<W> {
         let n = match (src_ip, dst_ip) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
                 let spec = Ipv4FrameSpec {
-                    src_mac: mac_of(src_ip),
-                    dst_mac: mac_of(dst_ip),
+                    src_mac: crate::net::synthetic_mac(src_ip),
+                    dst_mac: crate::net::synthetic_mac(dst_ip),
                     src_ip: s,
                     dst_ip: d,
                     src_port,
@@ -97,8 +86,8 @@ impl<W: Write> PacketSink for PcapSink<W> {
             }
             (IpAddr::V6(s), IpAddr::V6(d)) => {
                 let spec = Ipv6FrameSpec {
-                    src_mac: mac_of(src_ip),
-                    dst_mac: mac_of(dst_ip),
+                    src_mac: crate::net::synthetic_mac(src_ip),
+                    dst_mac: crate::net::synthetic_mac(dst_ip),
                     src_ip: s,
                     dst_ip: d,
                     src_port,

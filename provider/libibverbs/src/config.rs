@@ -115,14 +115,7 @@ impl DeviceConfig {
                 crate::abi::IBV_MTU_1024
             }),
         };
-        let tail = match ip {
-            IpAddr::V4(a) => a.octets(),
-            IpAddr::V6(a) => {
-                let o = a.octets();
-                [o[12], o[13], o[14], o[15]]
-            }
-        };
-        let mac = [0x02, 0x00, tail[0], tail[1], tail[2], tail[3]];
+        let mac = roce_emu::net::synthetic_mac(ip);
         let quiet = get("ROCE_QUIET").is_some_and(|v| v == "1");
         DeviceConfig {
             name,

@@ -308,13 +308,7 @@ pub unsafe extern "C" fn ibv_resolve_eth_l2_from_gid(
         if attr.is_global == 0 {
             return -1;
         }
-        let g = attr.grh.dgid.raw;
-        let mac = if g[..8] == [0xfe, 0x80, 0, 0, 0, 0, 0, 0] {
-            // Link-local: undo the EUI-64.
-            [g[8] ^ 0x02, g[9], g[10], g[13], g[14], g[15]]
-        } else {
-            [0x02, 0x00, g[12], g[13], g[14], g[15]]
-        };
+        let mac = roce_emu::net::mac_of_gid(&attr.grh.dgid.raw);
         // SAFETY: `eth_mac` is `uint8_t eth_mac[6]`; `vid` is NULL or a `uint16_t*`.
         unsafe {
             core::ptr::copy_nonoverlapping(mac.as_ptr(), eth_mac, 6);
