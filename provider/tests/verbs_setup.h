@@ -25,6 +25,9 @@ static int failures;
 		fflush(stdout);                                                         \
 	} while (0)
 
+/* ibv_qp_attr.timeout of to_rts (4.096 us << n; 10: about 4 ms per try, retry_cnt 3). */
+static int rts_timeout = 10;
+
 /* INIT -> RTR -> RTS toward QP `dest` at `gid`, the peer allowed `access` on this QP. */
 static int to_rts_access(struct ibv_qp *qp, union ibv_gid *gid, uint32_t dest, int access)
 {
@@ -52,7 +55,7 @@ static int to_rts_access(struct ibv_qp *qp, union ibv_gid *gid, uint32_t dest, i
 		return 2;
 	memset(&a, 0, sizeof a);
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 10;
+	a.timeout = rts_timeout;
 	a.retry_cnt = 3;
 	a.rnr_retry = 3;
 	a.sq_psn = 1;
