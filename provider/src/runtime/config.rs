@@ -186,7 +186,7 @@ impl Config {
                 )),
             }
         }
-        c.shared = get("ROCE_SHARED").is_some_and(|v| v == "1");
+        c.shared = !get("ROCE_SHARED").is_some_and(|v| v == "0");
         c.shared_asked = get("ROCE_SHARED").is_some_and(|v| v == "1");
         if get("ROCE_DIRECT").is_some_and(|v| v == "0") {
             c.direct = false;

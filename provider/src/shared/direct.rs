@@ -152,6 +152,32 @@ impl PortTable {
     }
 }
 
+/// Sends `line` (no SIGPIPE if the other end has gone: the drop-in library runs inside
+/// programs that do not ignore it).
+pub fn send_line(s: &UnixStream, line: &[u8]) -> io::Result<()> {
+    let mut done = 0;
+    while done < line.len() {
+        // SAFETY: a live buffer of the given length.
+        let n = unsafe {
+            libc::send(
+                s.as_raw_fd(),
+                line[done..].as_ptr().cast(),
+                line.len() - done,
+                libc::MSG_NOSIGNAL,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() == io::ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        done += n as usize;
+    }
+    Ok(())
+}
+
 /// Sends `line` with `fd` attached (`SCM_RIGHTS`).
 pub fn send_with_fd(s: &UnixStream, line: &[u8], fd: RawFd) -> io::Result<()> {
     let mut iov = libc::iovec {
@@ -334,8 +360,7 @@ impl Direct {
 fn ask(ip: IpAddr) -> Option<UnixStream> {
     let addr = UnixAddr::from_abstract_name(super::control_name(ip).as_bytes()).ok()?;
     let s = UnixStream::connect_addr(&addr).ok()?;
-    use std::io::Write as _;
-    (&s).write_all(b"OBSERVE\n").ok()?;
+    send_line(&s, b"OBSERVE\n").ok()?;
     Some(s)
 }
 

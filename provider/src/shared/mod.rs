@@ -34,6 +34,9 @@ use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixListener, UnixStream};
 use std::time::{Duration, Instant};
 
+/// The control protocol's version (`HELLO port pid version`): a helper and a process of
+/// different builds refuse each other loudly.
+const PROTOCOL: u32 = 2;
 /// Processes one device can have at once.
 pub const SLOTS: u32 = 64;
 /// QP numbers per process: rxe's 17..0x20000 in [`SLOTS`] ranges.
@@ -127,6 +130,21 @@ impl Membership {
     /// Registers the engine whose socket has `udp_port` on `ip`, starting the helper if none
     /// runs.
     pub fn join(ip: IpAddr, udp_port: u16) -> std::io::Result<Membership> {
+        // A helper that was leaving (its last process gone two seconds ago) as this one
+        // connected closes without an answer: the next try starts a new one.
+        let mut tries = 0;
+        loop {
+            match Membership::join_once(ip, udp_port) {
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionAborted && tries < 3 => {
+                    tries += 1;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn join_once(ip: IpAddr, udp_port: u16) -> std::io::Result<Membership> {
         let name = control_name(ip);
         let addr = UnixAddr::from_abstract_name(name.as_bytes())?;
         let mut spawned = false;
@@ -165,24 +183,40 @@ impl Membership {
             listening: Vec::new(),
             ports: None,
         };
-        writeln!(m.ctl, "HELLO {udp_port} {}", std::process::id())?;
+        let left = || {
+            std::io::Error::new(
+                std::io::ErrorKind::ConnectionAborted,
+                format!("roce: the steering helper for {ip} left"),
+            )
+        };
+        direct::send_line(
+            &m.ctl,
+            format!("HELLO {udp_port} {} {PROTOCOL}\n", std::process::id()).as_bytes(),
+        )
+        .map_err(|_| left())?;
         // The answer is one line, with the port table's memfd attached.
         let mut got = Vec::new();
         let mut fd = None;
         while !got.ends_with(b"\n") {
             let mut buf = [0u8; 128];
-            let (n, f) = direct::recv_with_fd(&m.ctl, &mut buf, false)?;
+            let (n, f) = direct::recv_with_fd(&m.ctl, &mut buf, false).map_err(|_| left())?;
             if n == 0 {
-                break;
+                return Err(left());
             }
             got.extend_from_slice(&buf[..n]);
             fd = fd.or(f);
         }
         let line = String::from_utf8_lossy(&got).into_owned();
         match line.split_whitespace().collect::<Vec<_>>()[..] {
-            ["SLOT", n] => {
+            ["SLOT", n] if fd.is_some() => {
                 m.slot = n.parse().map_err(std::io::Error::other)?;
                 m.ports = fd.as_ref().and_then(|f| direct::PortTable::map(f).ok());
+            }
+            ["SLOT", _] => {
+                return Err(std::io::Error::other(format!(
+                    "roce: the steering helper for {ip} is from another build of roce (it sent \
+                     no port table); end the programs using {ip} (and its `roce steer --ip {ip}`)"
+                )))
             }
             _ => {
                 return Err(std::io::Error::other(format!(
@@ -205,7 +239,19 @@ impl Membership {
             l.push_str(&format!(" {s:x}"));
         }
         l.push('\n');
-        let _ = self.ctl.write_all(l.as_bytes());
+        if direct::send_line(&self.ctl, l.as_bytes()).is_ok() {
+            // Wait for the helper to have it (as rdma_listen returns once the kernel has it).
+            let mut p = libc::pollfd {
+                fd: self.ctl.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            };
+            // SAFETY: one live pollfd.
+            if unsafe { libc::poll(&mut p, 1, 2000) } > 0 {
+                let mut buf = [0u8; 16];
+                let _ = direct::recv_with_fd(&self.ctl, &mut buf, true);
+            }
+        }
         self.listening = sids;
     }
 }
@@ -256,7 +302,17 @@ struct Client {
     port: u16,
     slot: u32,
     listening: Vec<u64>,
+    /// Service IDs it stopped listening on lately, and when (see [`RECENT_LISTENER`]).
+    recent: Vec<(u64, Instant)>,
 }
+
+/// A REQ for a service ID nobody listens on goes to the process that listened on it within
+/// this long, whose CM decides (it may be listening again by then, or it answers REJ 8 itself).
+/// A program that closes a listener and opens a new one on the same port (perftest's `-R`
+/// between its exchange and its test connection) would otherwise lose every REQ that comes in
+/// between to the helper's REJ 8, where with the port to itself its own CM took the REQ after
+/// its new listen.
+const RECENT_LISTENER: Duration = Duration::from_secs(1);
 
 /// `roce steer --ip IP`: the helper's loop. Returns when no process has used the device for
 /// [`LINGER`].
@@ -311,6 +367,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 port: 0,
                 slot: NO_SLOT,
                 listening: Vec::new(),
+                recent: Vec::new(),
             });
         }
         let mut i = 0;
@@ -324,6 +381,19 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                         let w: Vec<&str> = line.split_whitespace().collect();
                         match w.first().copied() {
                             // A process of this device: a slot, and the port table.
+                            Some("HELLO")
+                                if w.get(3).and_then(|v| v.parse().ok()) != Some(PROTOCOL) =>
+                            {
+                                let _ = clients[i].ctl.get_mut().write_all(
+                                    format!(
+                                        "ERR this helper speaks protocol {PROTOCOL} (pid {}): \
+                                         another build of roce runs on this address\n",
+                                        std::process::id()
+                                    )
+                                    .as_bytes(),
+                                );
+                                break false;
+                            }
                             Some("HELLO") if clients[i].slot == NO_SLOT => {
                                 let Some(slot) =
                                     (0..SLOTS).find(|n| clients.iter().all(|c| c.slot != *n))
@@ -354,10 +424,19 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                                 break false;
                             }
                             Some("LISTEN") => {
-                                clients[i].listening = w[1..]
+                                let now: Vec<u64> = w[1..]
                                     .iter()
                                     .filter_map(|s| u64::from_str_radix(s, 16).ok())
                                     .collect();
+                                let c = &mut clients[i];
+                                c.recent.retain(|(s, t)| {
+                                    t.elapsed() < RECENT_LISTENER && !now.contains(s)
+                                });
+                                for s in c.listening.iter().filter(|s| !now.contains(s)) {
+                                    c.recent.push((*s, Instant::now()));
+                                }
+                                c.listening = now;
+                                let _ = direct::send_line(clients[i].ctl.get_ref(), b"OK\n");
                             }
                             _ => {}
                         }
@@ -384,11 +463,24 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
         } else {
             idle_since = None;
         }
-        // datagrams
-        let n = sock.recv_batch(
-            &mut rx,
-            Wait::SpinThenBlock(Duration::ZERO, Some(Duration::from_millis(50))),
-        )?;
+        // Wait for a datagram, a new process or a message of one (a listener must be known
+        // before the process's rdma_listen returns: a REQ that comes after it is never REJ 8).
+        let mut fds: Vec<libc::pollfd> = [sock.as_socket2().as_raw_fd(), listener.as_raw_fd()]
+            .into_iter()
+            .chain(clients.iter().map(|c| c.ctl.get_ref().as_raw_fd()))
+            .map(|fd| libc::pollfd {
+                fd,
+                events: libc::POLLIN,
+                revents: 0,
+            })
+            .collect();
+        // SAFETY: `fds` is a live array of that many pollfds.
+        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
+        if fds[0].revents == 0 || fds[1..].iter().any(|f| f.revents != 0) {
+            // control first: a listener registered before a REQ came must be known to it
+            continue;
+        }
+        let n = sock.recv_batch(&mut rx, Wait::NonBlocking)?;
         if n == 0 {
             continue;
         }
@@ -539,6 +631,13 @@ fn route(p: &[u8], clients: &[Client]) -> Option<u32> {
             clients
                 .iter()
                 .find(|c| c.listening.contains(&sid))
+                .or_else(|| {
+                    clients.iter().find(|c| {
+                        c.recent
+                            .iter()
+                            .any(|(s, t)| *s == sid && t.elapsed() < RECENT_LISTENER)
+                    })
+                })
                 .map(|c| c.slot)
         }
         // SIDR_REP: the Request ID (offset 0); the others: the Remote Comm ID (offset 4)
