@@ -48,9 +48,10 @@ const EXPECTED: &[(&str, &str, &str)] = &[
     (
         "out_of_bounds",
         "an incoming RDMA READ/WRITE/atomic was refused outside the bounds of the memory region of \
-         its rkey (NAK remote access error sent, QP moved to ERR). Keep remote_addr .. \
-         remote_addr+length inside [mr->addr, mr->addr+mr->length) of the region the peer \
-         advertised.",
+         its rkey (or of its memory window) (NAK remote access error sent, QP moved to ERR). Keep \
+         remote_addr .. remote_addr+length inside [mr->addr, mr->addr+mr->length) of the region \
+         the peer advertised (for a memory window: inside the addr and length it was bound \
+         with).",
         "diag_remote_out_of_bounds 1",
     ),
     (
