@@ -1,6 +1,6 @@
 //! rdma_cm events as `cma_ib_handler` / `cma_ib_req_handler` / `cma_sidr_rep_handler` make
 //! them, with the private-data lengths rdma_cm reports (the whole field minus any header).
-use crate::{ConnParam, Event, EventKind, Id, UdParam};
+use crate::{ConnParam, Ece, Event, EventKind, Id, UdParam};
 use roce_wire::cm::{rep, req};
 
 impl Event {
@@ -14,13 +14,14 @@ impl Event {
             private_data: Vec::new(),
             param: ConnParam::default(),
             ud: None,
+            ece: Ece::default(),
         }
     }
 
     /// CONNECT_REQUEST for a REQ (`cma_set_req_event_data`): the REQ's responder resources and
     /// initiator depth swapped (the passive side's view), the remote QPN, and the 56 user bytes
-    /// after the `cma_hdr`.
-    pub(crate) fn connect_request(child: Id, listener: Id, r: &req::Repr) -> Event {
+    /// after the `cma_hdr`, and the REQ's ECE (Vendor ID, and the header's `attr_mod`).
+    pub(crate) fn connect_request(child: Id, listener: Id, r: &req::Repr, attr_mod: u32) -> Event {
         Event {
             id: child,
             listen_id: Some(listener),
@@ -39,12 +40,16 @@ impl Event {
                 qkey: 0,
             },
             ud: None,
+            ece: Ece {
+                vendor_id: r.vendor_id,
+                attr_mod,
+            },
         }
     }
 
     /// CONNECT_RESPONSE for a REP (`cma_set_rep_event_data`): the REP's values swapped, the
-    /// remote QPN, all 196 private-data bytes.
-    pub(crate) fn connect_response(id: Id, r: &rep::Repr) -> Event {
+    /// remote QPN, all 196 private-data bytes, the REP's ECE.
+    pub(crate) fn connect_response(id: Id, r: &rep::Repr, attr_mod: u32) -> Event {
         Event {
             id,
             listen_id: None,
@@ -63,6 +68,10 @@ impl Event {
                 qkey: 0,
             },
             ud: None,
+            ece: Ece {
+                vendor_id: r.vendor_id,
+                attr_mod,
+            },
         }
     }
 

@@ -126,6 +126,9 @@ pub(crate) struct Conn {
     pub private_data: Vec<u8>,
     pub retx: Option<Retx>,
     pub timewait_until: Option<Instant>,
+    /// The ECE `attr_mod` this side's REQ, REP or SIDR_REP (success) carries in the MAD
+    /// header's AttributeModifier (`cm_format_mad_ece_hdr`); 0 for every other message.
+    pub ece_attr_mod: u32,
 }
 
 impl Conn {
@@ -153,6 +156,7 @@ impl Conn {
             private_data: Vec::new(),
             retx: None,
             timewait_until: None,
+            ece_attr_mod: 0,
         }
     }
 

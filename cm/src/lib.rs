@@ -24,6 +24,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
 pub use roce_emu::Instant;
+/// REJ reasons (`enum ib_cm_rej_reason`), for [`Endpoint::reject_reason`].
+pub use roce_wire::cm::RejReason;
 
 mod events;
 mod ib;
@@ -160,6 +162,18 @@ pub struct ConnParam {
     pub qkey: u32,
 }
 
+/// Enhanced connection establishment parameters (`struct rdma_ucm_ece`): a REQ, REP or
+/// SIDR_REP carries `vendor_id` in its Vendor ID field (24 bits; 16 in a SIDR_REP, as the
+/// kernel writes it) and `attr_mod` in the MAD header's AttributeModifier
+/// (`cm_format_mad_ece_hdr`). All zero when the peer offers none (rxe: no ECE support).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ece {
+    /// Vendor ID (IEEE OUI of the offering vendor).
+    pub vendor_id: u32,
+    /// Vendor options (`ibv_ece.options`).
+    pub attr_mod: u32,
+}
+
 /// `enum rdma_cm_event_type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[allow(missing_docs)]
@@ -227,6 +241,9 @@ pub struct Event {
     pub param: ConnParam,
     /// UD parameters (UD ConnectRequest, SIDR Established).
     pub ud: Option<UdParam>,
+    /// The peer's ECE from its REQ (ConnectRequest) or REP (ConnectResponse); zero otherwise,
+    /// as the kernel's `rdma_cm_event.ece`.
+    pub ece: Ece,
 }
 
 /// One received QP1 MAD.

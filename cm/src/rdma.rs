@@ -3,7 +3,7 @@
 //! `rdma_disconnect`, `rdma_notify`, `rdma_destroy_id`, and the ib_cm sends they make).
 use crate::ib::{self, CmState, Conn};
 use crate::timers::{send_conn, send_retx};
-use crate::{errno, ConnParam, Endpoint, Event, EventKind, Id, Instant, PortSpace, QpKind};
+use crate::{errno, ConnParam, Ece, Endpoint, Event, EventKind, Id, Instant, PortSpace, QpKind};
 use roce_wire::cm::{rej, rep, req, sidr_rep, sidr_req, Message, RejReason, SidrStatus};
 use roce_wire::{cma, Psn};
 use std::collections::VecDeque;
@@ -48,6 +48,9 @@ pub(crate) struct RdmaId {
     pub tos: Option<u8>,
     /// `rdma_set_ack_timeout` (`timeout_set`/`timeout`): the Local ACK Timeout for RTS.
     pub ack_timeout: Option<u8>,
+    /// `id_priv->ece`: what the next REQ, REP or SIDR_REP offers (`rdma_connect_ece`,
+    /// `rdma_accept_ece`).
+    pub ece: Ece,
 }
 
 /// ucma's `max_backlog` default.
@@ -135,6 +138,7 @@ impl Endpoint {
                 conn: None,
                 tos: None,
                 ack_timeout: None,
+                ece: Ece::default(),
             },
         );
         id
@@ -295,8 +299,22 @@ impl Endpoint {
         Ok(())
     }
 
+    /// `rdma_connect_ece` (what ucma calls): [`Endpoint::connect`] with a REQ that offers
+    /// `ece` (Vendor ID and the header's AttributeModifier; a SIDR_REQ carries none).
+    pub fn connect_ece(
+        &mut self,
+        now: Instant,
+        id: Id,
+        p: &ConnParam,
+        ece: Ece,
+    ) -> Result<(), i32> {
+        self.id_mut(id)?.ece = ece;
+        self.connect(now, id, p)
+    }
+
     /// `rdma_connect`: RC ids send a REQ (`cma_connect_ib`), UD ids a SIDR_REQ
-    /// (`cma_resolve_ib_udp`); the route must be resolved (EINVAL).
+    /// (`cma_resolve_ib_udp`); the route must be resolved (EINVAL). The REQ offers the ECE
+    /// of the last [`Endpoint::connect_ece`] (none by default).
     pub fn connect(&mut self, now: Instant, id: Id, p: &ConnParam) -> Result<(), i32> {
         let rid = self.ids.get(&id).ok_or(errno::EINVAL)?;
         let (Some(local), Some(peer), Some(route)) = (rid.local, rid.peer, rid.route) else {
@@ -305,7 +323,7 @@ impl Endpoint {
         if rid.state != RdmaState::RouteResolved {
             return Err(errno::EINVAL);
         }
-        let (kind, ps, seq_num) = (rid.kind, rid.ps, rid.seq_num);
+        let (kind, ps, seq_num, ece) = (rid.kind, rid.ps, rid.seq_num, rid.ece);
         let user_max = match kind {
             QpKind::Rc => cma::REQ_USER_DATA_LEN,
             QpKind::Ud => cma::SIDR_REQ_USER_DATA_LEN,
@@ -326,6 +344,7 @@ impl Endpoint {
         conn.service_id = cma::service_id(ps.wire(), peer.port());
         conn.max_cm_retries = self.cfg.max_cm_retries;
         conn.local_qpn = p.qp_num & 0xFF_FFFF;
+        conn.ece_attr_mod = ece.attr_mod;
         // The cma_hdr, then the user's bytes (zero-padded to the field).
         let mut pd = [0u8; sidr_req::PRIVATE_DATA_LEN];
         cma::Repr::new(local.ip(), local.port(), peer.ip())
@@ -342,7 +361,7 @@ impl Endpoint {
                 conn.retry_count = p.retry_count.min(7);
                 conn.rnr_retry_count = p.rnr_retry_count.min(7);
                 conn.state = CmState::ReqSent;
-                self.format_req(&conn, p, seq_num, &pd)
+                self.format_req(&conn, p, seq_num, &pd, ece)
             }
             QpKind::Ud => {
                 conn.timeout_ms = ib::convert_to_ms(ib::CMA_CM_RESPONSE_TIMEOUT);
@@ -372,12 +391,12 @@ impl Endpoint {
     }
 
     /// The REQ kernel rdma_cm sends over RoCE (`cma_connect_ib` + `cm_format_req`).
-    fn format_req(&self, conn: &Conn, p: &ConnParam, seq_num: u32, pd: &[u8]) -> Message {
+    fn format_req(&self, conn: &Conn, p: &ConnParam, seq_num: u32, pd: &[u8], ece: Ece) -> Message {
         let mut private_data = [0u8; req::PRIVATE_DATA_LEN];
         ib::copy_into(&mut private_data, pd);
         Message::Req(req::Repr {
             local_comm_id: conn.local_id,
-            vendor_id: 0,
+            vendor_id: ece.vendor_id & 0xFF_FFFF,
             service_id: conn.service_id,
             local_ca_guid: self.cfg.node_guid,
             local_qkey: 0,
@@ -406,6 +425,13 @@ impl Endpoint {
         })
     }
 
+    /// `rdma_accept_ece` (what ucma calls): [`Endpoint::accept`] with a REP or SIDR_REP that
+    /// offers `ece`.
+    pub fn accept_ece(&mut self, now: Instant, id: Id, p: &ConnParam, ece: Ece) -> Result<(), i32> {
+        self.id_mut(id)?.ece = ece;
+        self.accept(now, id, p)
+    }
+
     /// `rdma_accept` on a passive id: REP (`cma_accept_ib` → `ib_send_cm_rep`, starting PSN =
     /// this id's `seq_num`, target ACK delay 15, retried every IBA_time(REQ Local CM Response
     /// Timeout)), or SIDR_REP status 0 with Q_Key 0x01234567 for a UD id.
@@ -413,7 +439,7 @@ impl Endpoint {
         let guid = self.cfg.node_guid;
         let Endpoint { ids, tx, .. } = self;
         let rid = ids.get_mut(&id).ok_or(errno::EINVAL)?;
-        let seq_num = rid.seq_num;
+        let (seq_num, ece) = (rid.seq_num, rid.ece);
         let conn = rid.conn.as_mut().ok_or(errno::EINVAL)?;
         if rid.state != RdmaState::Connect {
             return Err(errno::EINVAL);
@@ -423,13 +449,19 @@ impl Endpoint {
             if conn.state != CmState::SidrReqRcvd {
                 return Err(errno::EINVAL);
             }
-            let msg = sidr_rep_msg(
+            let mut msg = sidr_rep_msg(
                 conn,
                 SidrStatus::Success,
                 p.qp_num,
                 cma::RDMA_UDP_QKEY,
                 &p.private_data,
             );
+            if let Message::SidrRep(r) = &mut msg {
+                // `cm_format_sidr_rep` writes bits 15:8 into the 16-bit high field and 7:0
+                // into the low byte: only 16 bits of the Vendor ID travel.
+                r.vendor_id = ece.vendor_id & 0xFFFF;
+            }
+            conn.ece_attr_mod = ece.attr_mod;
             send_conn(tx, conn, msg);
             conn.state = CmState::Idle;
             return Ok(());
@@ -443,7 +475,7 @@ impl Endpoint {
             remote_comm_id: conn.remote_id,
             local_qkey: 0,
             local_qpn: p.qp_num & 0xFF_FFFF,
-            vendor_id: 0,
+            vendor_id: ece.vendor_id & 0xFF_FFFF,
             local_eecn: 0,
             starting_psn: Psn::new(seq_num),
             responder_resources: p.responder_resources,
@@ -459,6 +491,7 @@ impl Endpoint {
         ib::copy_into(&mut r.private_data, &p.private_data);
         let (tid, timeout, retries) = (conn.tid, conn.timeout_ms, conn.max_cm_retries);
         conn.state = CmState::RepSent;
+        conn.ece_attr_mod = ece.attr_mod;
         send_retx(
             tx,
             conn,
@@ -493,6 +526,25 @@ impl Endpoint {
     /// `rdma_reject`: REJ 28 (consumer defined) with up to 148 bytes of private data, or a
     /// SIDR_REP with status 2 for a UD request.
     pub fn reject(&mut self, now: Instant, id: Id, private_data: &[u8]) -> Result<(), i32> {
+        self.reject_reason(now, id, private_data, RejReason::ConsumerDefined)
+    }
+
+    /// `rdma_reject` with a reason, as ucma passes it: 28 (consumer defined) or 35 (vendor
+    /// option not supported, librdmacm's `rdma_reject_ece`), any other EINVAL. A UD request
+    /// gets SIDR_REP status 2 whatever the reason.
+    pub fn reject_reason(
+        &mut self,
+        now: Instant,
+        id: Id,
+        private_data: &[u8],
+        reason: RejReason,
+    ) -> Result<(), i32> {
+        if !matches!(
+            reason,
+            RejReason::ConsumerDefined | RejReason::VendorOptionNotSupported
+        ) {
+            return Err(errno::EINVAL);
+        }
         let Endpoint { ids, tx, .. } = self;
         let rid = ids.get_mut(&id).ok_or(errno::EINVAL)?;
         let conn = rid.conn.as_mut().ok_or(errno::EINVAL)?;
@@ -510,7 +562,7 @@ impl Endpoint {
             return Ok(());
         }
         check_len(private_data, rej::PRIVATE_DATA_LEN)?;
-        send_rej(tx, conn, now, RejReason::ConsumerDefined, &[], private_data)
+        send_rej(tx, conn, now, reason, &[], private_data)
     }
 
     /// `rdma_disconnect`: a DREQ if established (retried like the REQ/REP this side sent), a

@@ -32,10 +32,10 @@ impl Endpoint {
         }
         let tid = parsed.header.tid;
         match parsed.message {
-            Message::Req(r) => self.on_req(now, m, tid, &r),
+            Message::Req(r) => self.on_req(now, m, tid, &r, parsed.header.attr_mod),
             Message::Mra(r) => self.on_mra(now, &r),
             Message::Rej(r) => self.on_rej(now, &r),
-            Message::Rep(r) => self.on_rep(now, m, tid, &r),
+            Message::Rep(r) => self.on_rep(now, m, tid, &r, parsed.header.attr_mod),
             Message::Rtu(r) => self.on_rtu(&r),
             Message::Dreq(r) => self.on_dreq(m, tid, &r),
             Message::Drep(r) => self.on_drep(now, &r),
@@ -153,7 +153,7 @@ impl Endpoint {
     }
 
     /// `cm_req_handler` + `cm_match_req` + `cma_ib_req_handler`.
-    fn on_req(&mut self, now: Instant, m: &MadIn, tid: u64, r: &req::Repr) {
+    fn on_req(&mut self, now: Instant, m: &MadIn, tid: u64, r: &req::Repr, attr_mod: u32) {
         let guid = r.local_ca_guid;
         // Duplicate REQ (`cm_dup_req_handler`).
         if let Some(id) = self.find_remote(None, |c| {
@@ -245,7 +245,8 @@ impl Endpoint {
         if let Some(x) = self.ids.get_mut(&child) {
             x.conn = Some(c);
         }
-        self.events.push_back(Event::connect_request(child, l, r));
+        self.events
+            .push_back(Event::connect_request(child, l, r, attr_mod));
     }
 
     /// `cm_sidr_req_handler` + `cma_ib_req_handler`.
@@ -313,7 +314,7 @@ impl Endpoint {
     }
 
     /// `cm_rep_handler` / `cm_dup_rep_handler`, then `cma_ib_handler(IB_CM_REP_RECEIVED)`.
-    fn on_rep(&mut self, now: Instant, m: &MadIn, tid: u64, r: &rep::Repr) {
+    fn on_rep(&mut self, now: Instant, m: &MadIn, tid: u64, r: &rep::Repr, attr_mod: u32) {
         let Some(id) = self.acquire(r.remote_comm_id, 0) else {
             let Some(id) = self.acquire(r.remote_comm_id, r.local_comm_id) else {
                 self.counters.unknown_comm_id += 1;
@@ -386,7 +387,8 @@ impl Endpoint {
             c.state = CmState::MraRepSent;
             c.service_timeout = ib::CMA_MRA_SERVICE_TIMEOUT;
         }
-        self.events.push_back(Event::connect_response(id, r));
+        self.events
+            .push_back(Event::connect_response(id, r, attr_mod));
     }
 
     /// `cm_rtu_handler`.

@@ -29,9 +29,26 @@ pub(crate) fn send(tx: &mut VecDeque<MadOut>, src: IpAddr, dst: IpAddr, tid: u64
     });
 }
 
+/// `msg` as `conn` sends it: a REQ, REP or SIDR_REP with the connection's ECE `attr_mod` in
+/// the header (`cm_format_mad_ece_hdr`), the other messages with 0.
+fn emit_conn(conn: &Conn, tid: u64, msg: Message) -> [u8; 256] {
+    let mut mad = Mad::new(tid, msg);
+    if matches!(msg, Message::Req(_) | Message::Rep(_) | Message::SidrRep(_)) {
+        mad.header.attr_mod = conn.ece_attr_mod;
+    }
+    let mut b = [0u8; 256];
+    // Cannot fail: the buffer is a whole MAD.
+    let _ = mad.emit(&mut b);
+    b
+}
+
 /// Queues `msg` on `conn`'s address vector with `conn`'s TID.
 pub(crate) fn send_conn(tx: &mut VecDeque<MadOut>, conn: &Conn, msg: Message) {
-    send(tx, conn.av.local, conn.av.peer, conn.tid, msg)
+    tx.push_back(MadOut {
+        src: conn.av.local,
+        dst: conn.av.peer,
+        bytes: emit_conn(conn, conn.tid, msg),
+    });
 }
 
 /// Queues `msg` with `tid` as `conn`'s outstanding MAD: re-sent every `timeout_ms`,
@@ -44,7 +61,7 @@ pub(crate) fn send_retx(
     msg: Message,
     (state, timeout_ms, retries): (CmState, u64, u8),
 ) {
-    let mad = emit(tid, msg);
+    let mad = emit_conn(conn, tid, msg);
     tx.push_back(MadOut {
         src: conn.av.local,
         dst: conn.av.peer,

@@ -56,6 +56,7 @@ const MUST_PASS: &[&str] = &[
     "test_cq_events.CqEventsTestCase.test_cq_events_rc",
     "test_rdmacm.CMTestCase.test_rdmacm_sync_traffic",
     "test_rdmacm.CMTestCase.test_rdmacm_async_traffic",
+    "test_rdmacm.CMTestCase.test_rdmacm_async_traffic_external_qp",
     "test_rdmacm.CMTestCase.test_rdmacm_async_udp_traffic",
     "test_rdmacm.CMTestCase.test_rdmacm_async_reject_traffic",
     "test_rdmacm.CMTestCase.test_rdmacm_async_read",

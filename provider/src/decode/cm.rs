@@ -62,6 +62,10 @@ pub struct Cm {
     /// MRA Service Timeout.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub service_timeout: Option<u8>,
+    /// ECE Vendor ID (REQ, REP, SIDR_REP) when non-zero; the options travel in the MAD
+    /// header's AttributeModifier.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vendor_id: Option<u32>,
     /// The `cma_hdr` at the start of REQ / SIDR_REQ private data, for rdma_cm service IDs.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cma: Option<CmaHdr>,
@@ -129,6 +133,9 @@ impl Mad {
             Some(c) => {
                 s.push(' ');
                 c.text(s);
+                if self.attr_mod != 0 {
+                    let _ = write!(s, " attr_mod={:#x}", self.attr_mod);
+                }
                 let _ = write!(s, " tid={:#018x}", self.tid);
             }
             None => {
@@ -174,6 +181,7 @@ impl Cm {
             status: None,
             qkey: None,
             service_timeout: None,
+            vendor_id: None,
             cma: None,
             detail: m.to_string(),
         };
@@ -183,11 +191,13 @@ impl Cm {
                 c.qpn = Some(r.local_qpn);
                 c.starting_psn = Some(r.starting_psn.value());
                 c.qkey = nonzero(r.local_qkey);
+                c.vendor_id = nonzero(r.vendor_id);
             }
             Message::Rep(r) => {
                 c.qpn = Some(r.local_qpn);
                 c.starting_psn = Some(r.starting_psn.value());
                 c.qkey = nonzero(r.local_qkey);
+                c.vendor_id = nonzero(r.vendor_id);
             }
             Message::Dreq(r) => c.remote_qpn = Some(r.remote_qpn_eecn),
             Message::Rej(r) => c.reason = Some(r.reason.code()),
@@ -196,6 +206,7 @@ impl Cm {
                 c.status = Some(r.status.code());
                 c.qpn = Some(r.qpn);
                 c.qkey = Some(r.qkey);
+                c.vendor_id = nonzero(r.vendor_id);
             }
             Message::Rtu(_) | Message::Drep(_) | Message::SidrReq(_) => {}
         }
@@ -253,6 +264,9 @@ impl Cm {
         }
         if let Some(v) = self.service_timeout {
             let _ = write!(s, " service_timeout={v}");
+        }
+        if let Some(v) = self.vendor_id {
+            let _ = write!(s, " vendor={v:#08x}");
         }
         if let Some(h) = &self.cma {
             if h.ip_version == 6 {

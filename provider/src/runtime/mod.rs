@@ -413,6 +413,10 @@ extern "C" fn flush_at_exit() {
                 let now = s.now();
                 s.transmit(&mut e, now);
                 s.report_diagnostics(&mut e);
+                // a device the program never closes (librdmacm's) still ends its capture
+                if let Some(p) = e.pcap.take() {
+                    let _ = p.finish();
+                }
                 break;
             }
             std::thread::sleep(Duration::from_micros(100));

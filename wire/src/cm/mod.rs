@@ -444,6 +444,11 @@ impl Mad {
 
 impl fmt::Display for Mad {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "CM {} tid={:#018x}", self.message, self.header.tid)
+        write!(f, "CM {} tid={:#018x}", self.message, self.header.tid)?;
+        if self.header.attr_mod != 0 {
+            // ECE options (REQ, REP, SIDR_REP)
+            write!(f, " attr_mod={:#x}", self.header.attr_mod)?;
+        }
+        Ok(())
     }
 }

@@ -1,6 +1,6 @@
 //! The rest of librdmacm's API: devices, `rdma_event_str`, options, `rdma_getaddrinfo`, the
 //! endpoint calls (`rdma_create_ep`, `rdma_get_request`), and the calls this NIC refuses with a
-//! clear error: multicast, ECE and rsockets (but `rpoll`, `rselect`, `rfcntl` and `rclose`,
+//! clear error: multicast and rsockets (but `rpoll`, `rselect`, `rfcntl` and `rclose`,
 //! which rdma-core's examples call on ordinary file descriptors, pass through to the system).
 //!
 //! # Safety
@@ -421,22 +421,6 @@ pub unsafe extern "C" fn rdma_leave_multicast(
     _addr: *mut libc::sockaddr,
 ) -> c_int {
     refused("RDMA CM multicast (rdma_leave_multicast)")
-}
-
-pub unsafe extern "C" fn rdma_set_local_ece(_id: *mut rdma_cm_id, _ece: *mut c_void) -> c_int {
-    refused("ECE (rdma_set_local_ece)")
-}
-
-pub unsafe extern "C" fn rdma_get_remote_ece(_id: *mut rdma_cm_id, _ece: *mut c_void) -> c_int {
-    refused("ECE (rdma_get_remote_ece)")
-}
-
-pub unsafe extern "C" fn rdma_reject_ece(
-    _id: *mut rdma_cm_id,
-    _private_data: *const c_void,
-    _len: u8,
-) -> c_int {
-    refused("ECE (rdma_reject_ece)")
 }
 
 // rsockets: refused; the four calls examples make on ordinary fds pass through.

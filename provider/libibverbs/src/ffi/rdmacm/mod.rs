@@ -28,10 +28,12 @@
 //! for an event of it, as with librdmacm (programs do not use one id from two threads at once).
 
 mod addr;
+mod ece;
 mod misc;
 mod ops;
 mod qp;
 
+pub use ece::{rdma_get_remote_ece, rdma_reject_ece, rdma_set_local_ece};
 pub use misc::*;
 pub use ops::*;
 pub use qp::*;
@@ -86,6 +88,10 @@ pub struct IdState {
     pub qp_init_attr: Option<ibv_qp_init_attr>,
     /// CQs and channels `rdma_create_qp` made (destroyed with the QP).
     pub own_cqs: bool,
+    /// ECE this id offers (`rdma_set_local_ece`, or its QP's) and the peer's REQ/REP offered
+    /// (librdmacm's `local_ece` / `remote_ece`; `attr_mod` is `ibv_ece.options`).
+    pub local_ece: roce_cm::Ece,
+    pub remote_ece: roce_cm::Ece,
 }
 
 /// Our `struct rdma_cm_id`.

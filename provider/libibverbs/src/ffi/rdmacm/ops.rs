@@ -6,7 +6,7 @@ use super::addr;
 use super::*;
 use crate::ffi::guard;
 use core::ffi::c_void;
-use roce_cm::{ConnParam, EventKind, PortSpace, QpKind};
+use roce_cm::{ConnParam, EventKind, PortSpace, QpKind, RejReason};
 
 fn kind_of(ps: u32, qp_type: u32) -> QpKind {
     match (ps, qp_type) {
@@ -384,7 +384,8 @@ pub unsafe extern "C" fn rdma_connect(id: *mut rdma_cm_id, p: *mut rdma_conn_par
             Ok(c) => c,
             Err(e) => return fail(e),
         };
-        if let Err(e) = i.dev.cm(|c, now| c.connect(now, i.cm, &cp)) {
+        let ece = super::ece::for_req(i);
+        if let Err(e) = i.dev.cm(|c, now| c.connect_ece(now, i.cm, &cp, ece)) {
             return fail(e);
         }
         complete(i)
@@ -410,7 +411,8 @@ pub unsafe extern "C" fn rdma_accept(id: *mut rdma_cm_id, p: *mut rdma_conn_para
                 return fail(e);
             }
         }
-        if let Err(e) = i.dev.cm(|c, now| c.accept(now, i.cm, &cp)) {
+        let ece = super::ece::for_rep(i);
+        if let Err(e) = i.dev.cm(|c, now| c.accept_ece(now, i.cm, &cp, ece)) {
             return fail(e);
         }
         complete(i)
@@ -422,6 +424,20 @@ pub unsafe extern "C" fn rdma_reject(
     private_data: *const c_void,
     len: u8,
 ) -> c_int {
+    // SAFETY: the program's arguments, passed on.
+    unsafe { reject_with_reason(id, private_data, len, RejReason::ConsumerDefined) }
+}
+
+/// librdmacm's `reject_with_reason` (`rdma_reject`: 28, `rdma_reject_ece`: 35).
+///
+/// # Safety
+/// `private_data` holds `len` bytes when non-NULL.
+pub(crate) unsafe fn reject_with_reason(
+    id: *mut rdma_cm_id,
+    private_data: *const c_void,
+    len: u8,
+    reason: RejReason,
+) -> c_int {
     guard(-1, || {
         let Some(i) = id_from(id) else {
             return fail(libc::EINVAL);
@@ -432,7 +448,7 @@ pub unsafe extern "C" fn rdma_reject(
         } else {
             Vec::new()
         };
-        match i.dev.cm(|c, now| c.reject(now, i.cm, &data)) {
+        match i.dev.cm(|c, now| c.reject_reason(now, i.cm, &data, reason)) {
             Ok(()) => 0,
             Err(e) => fail(e),
         }
@@ -614,18 +630,24 @@ fn process(p: Pending) -> Option<*mut rdma_cm_event> {
                 let st = i.state();
                 (st.resp_res, st.init_depth)
             };
-            let r = qp::to_rtr(i, rr)
+            let r = super::ece::check_conn_resp(i, ev.ece)
+                .and_then(|_| qp::to_rtr(i, rr))
                 .and_then(|_| qp::to_rts(i, idp))
-                .and_then(|_| i.dev.cm(|c, now| c.establish(now, i.cm)));
+                .and_then(|_| i.dev.cm(|c, now| c.establish(now, i.cm)))
+                .and_then(|_| super::ece::after_conn_resp(i));
             match r {
                 Ok(()) => kind = EventKind::Established,
                 Err(e) => {
+                    // librdmacm: the QP to ERR, CONNECT_ERROR with status -1 and errno set
+                    qp::to_err(i);
                     let _ = i.dev.cm(|c, now| c.reject(now, i.cm, &[]));
                     kind = EventKind::ConnectError;
-                    status = -e;
+                    set_errno(e);
+                    status = -1;
                 }
             }
         }
+        EventKind::ConnectResponse => i.state().remote_ece = ev.ece,
         EventKind::Rejected | EventKind::Unreachable | EventKind::ConnectError
             if !i.c().qp.is_null() && i.c().qp_type != IBV_QPT_UD =>
         {
@@ -691,6 +713,7 @@ fn process(p: Pending) -> Option<*mut rdma_cm_event> {
         let mut st = i.state();
         st.resp_res = ev.param.responder_resources;
         st.init_depth = ev.param.initiator_depth;
+        st.remote_ece = ev.ece;
     }
     // the event counts against the id it names (the listener's for a connect request is the
     // new id's: destroying the listener does not wait for it)

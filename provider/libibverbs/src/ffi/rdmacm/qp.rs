@@ -191,7 +191,10 @@ pub(crate) fn create_qp(i: &CmId, pd: *mut ibv_pd, attr: &mut ibv_qp_init_attr) 
         return -1;
     }
     c.qp = qp;
-    if let Err(e) = init_qp(i) {
+    let r = super::ece::init_ece(i, qp)
+        .and_then(|_| init_qp(i))
+        .and_then(|_| super::ece::settle_local_ece(i, qp));
+    if let Err(e) = r {
         // SAFETY: the QP just made.
         unsafe { ibv_destroy_qp(qp) };
         c.qp = null_mut();
