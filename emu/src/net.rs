@@ -248,7 +248,9 @@ mod test {
         };
         assert_eq!(mac_of_gid(&mapped), synthetic_mac(v4));
         // fe80::(02:00:7f:00:00:02 as EUI-64) = fe80::0000:7fff:fe00:0002
-        let ll = [0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x7f, 0xff, 0xfe, 0x00, 0x00, 0x02];
+        let ll = [
+            0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0x00, 0x00, 0x7f, 0xff, 0xfe, 0x00, 0x00, 0x02,
+        ];
         assert_eq!(mac_of_gid(&ll), [0x02, 0, 0x7f, 0, 0, 2]);
     }
 

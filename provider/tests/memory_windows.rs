@@ -50,7 +50,8 @@ fn memory_windows_through_the_c_abi() {
     assert!(out.stdout.contains("DONE failures 0"), "{}", out.all());
     // implemented: no "not implemented" line for any verb (the window verbs among them)
     assert!(
-        !out.stderr.contains("is not implemented by this emulated device"),
+        !out.stderr
+            .contains("is not implemented by this emulated device"),
         "{}",
         out.all()
     );
