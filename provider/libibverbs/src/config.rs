@@ -18,9 +18,10 @@
 
 #![forbid(unsafe_code)]
 
-use std::net::{IpAddr, Ipv4Addr};
+use roce_provider::runtime::Config;
+use std::net::IpAddr;
 
-pub const DEFAULT_DEV_NAME: &str = "rxe0";
+pub use roce_provider::runtime::DEFAULT_DEV_NAME;
 
 #[derive(Clone, Debug)]
 pub struct DeviceConfig {
@@ -45,84 +46,28 @@ impl DeviceConfig {
     /// Several devices, as a host with several NICs has: `ROCE_IP` may list addresses
     /// separated by commas (`127.0.0.1,127.0.0.2`), one device each, named from
     /// `ROCE_DEV_NAME` (a list of names, or one name whose number counts up: `rxe0`, `rxe1`).
-    /// `ROCE_MTU` applies to all. A repeated address is reported and skipped.
+    /// `ROCE_MTU` applies to all. Parsed by the runtime's one parser
+    /// ([`roce_provider::runtime::Config::all_from_lookup`]), with its failure policy.
     pub fn all_from_lookup(get: impl Fn(&str) -> Option<String>) -> Vec<DeviceConfig> {
-        let ips = get("ROCE_IP").unwrap_or_default();
-        if !ips.contains(',') {
-            return vec![Self::from_lookup(get)];
-        }
-        let names = get("ROCE_DEV_NAME")
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| DEFAULT_DEV_NAME.to_string());
-        let names: Vec<&str> = names.split(',').map(str::trim).collect();
-        let mut out: Vec<DeviceConfig> = Vec::new();
-        for ip in ips.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-            let i = out.len();
-            let name = match names.get(i) {
-                Some(n) if names.len() > 1 => n.to_string(),
-                _ => numbered(names[0], i),
-            };
-            let c = Self::from_lookup(|k| match k {
-                "ROCE_IP" => Some(ip.to_string()),
-                "ROCE_DEV_NAME" => Some(name.clone()),
-                _ => get(k),
-            });
-            if out.iter().any(|o| o.ip == c.ip) {
-                crate::log::warn(&format!("ROCE_IP lists {} twice; one device", c.ip));
-                continue;
-            }
-            out.push(c);
-        }
-        if out.is_empty() {
-            out.push(Self::from_lookup(|k| {
-                if k == "ROCE_IP" {
-                    None
-                } else {
-                    get(k)
-                }
-            }));
-        }
-        out
+        Config::all_from_lookup(get)
+            .iter()
+            .map(Self::from_runtime)
+            .collect()
     }
 
-    /// Builds the configuration from a lookup function (tests pass a map). Invalid values are
-    /// reported on stderr and replaced by the default.
+    /// The first device's configuration (tests pass a map).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> DeviceConfig {
-        let mut name = get("ROCE_DEV_NAME")
-            .filter(|s| !s.is_empty())
-            .unwrap_or_else(|| DEFAULT_DEV_NAME.to_string());
-        if name.len() >= crate::abi::IBV_SYSFS_NAME_MAX || name.contains('\0') {
-            crate::log::warn(&format!(
-                "ROCE_DEV_NAME={name:?} is too long; using {DEFAULT_DEV_NAME}"
-            ));
-            name = DEFAULT_DEV_NAME.to_string();
-        }
-        let ip = match get("ROCE_IP") {
-            None => IpAddr::V4(Ipv4Addr::LOCALHOST),
-            Some(s) => s.trim().parse().unwrap_or_else(|_| {
-                crate::log::warn(&format!(
-                    "ROCE_IP={s:?} is not an IP address; using 127.0.0.1"
-                ));
-                IpAddr::V4(Ipv4Addr::LOCALHOST)
-            }),
-        };
-        let active_mtu = match get("ROCE_MTU") {
-            None => crate::abi::IBV_MTU_1024,
-            Some(s) => mtu_enum(s.trim().parse().unwrap_or(0)).unwrap_or_else(|| {
-                crate::log::warn(&format!(
-                    "ROCE_MTU={s:?} is not 256/512/1024/2048/4096; using 1024"
-                ));
-                crate::abi::IBV_MTU_1024
-            }),
-        };
-        let mac = roce_emu::net::synthetic_mac(ip);
-        let quiet = get("ROCE_QUIET").is_some_and(|v| v == "1");
+        Self::from_runtime(&Config::from_lookup(get))
+    }
+
+    /// What the C API shows of a runtime configuration.
+    pub fn from_runtime(c: &Config) -> DeviceConfig {
         DeviceConfig {
-            name,
-            ip,
-            active_mtu,
-            mac,
-            quiet,
+            name: c.name.clone(),
+            ip: c.ip,
+            active_mtu: mtu_enum(c.mtu).unwrap_or(crate::abi::IBV_MTU_1024),
+            mac: roce_emu::net::synthetic_mac(c.ip),
+            quiet: c.quiet,
         }
     }
 
@@ -169,6 +114,7 @@ pub fn mtu_enum(bytes: u32) -> Option<u32> {
 mod tests {
     use super::*;
     use std::collections::HashMap;
+    use std::net::Ipv4Addr;
 
     fn cfg(vars: &[(&str, &str)]) -> DeviceConfig {
         let m: HashMap<String, String> = vars
@@ -217,16 +163,6 @@ mod tests {
         );
         assert_eq!(c.active_mtu, crate::abi::IBV_MTU_1024);
     }
-}
-
-/// `base` with its trailing number (0 if none) plus `i`: `rxe0` → `rxe1`, `mlx` → `mlx1`.
-fn numbered(base: &str, i: usize) -> String {
-    if i == 0 {
-        return base.to_string();
-    }
-    let stem = base.trim_end_matches(|c: char| c.is_ascii_digit());
-    let n: usize = base[stem.len()..].parse().unwrap_or(0);
-    format!("{stem}{}", n + i)
 }
 
 #[cfg(test)]

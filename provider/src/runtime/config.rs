@@ -69,7 +69,7 @@ impl Config {
     pub fn new(ip: IpAddr) -> Config {
         Config {
             ip,
-            name: "rxe0".into(),
+            name: DEFAULT_DEV_NAME.into(),
             mtu: 1024,
             pcap: None,
             loss: 0.0,
@@ -92,13 +92,69 @@ impl Config {
     }
 
     /// The configuration from the `ROCE_*` environment variables (invalid values are reported on
-    /// stderr and replaced by defaults).
+    /// stderr and replaced by defaults): the first device's when `ROCE_IP` lists several.
     pub fn from_env() -> Config {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
     /// As [`Config::from_env`] with a lookup function (tests).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Config {
+        Self::all_from_lookup(get).swap_remove(0)
+    }
+
+    /// Every device of the process, from the environment (see [`Config::all_from_lookup`]).
+    pub fn all_from_env() -> Vec<Config> {
+        Self::all_from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// The one parser of the `ROCE_*` variables, for the runtime, the Rust API and the drop-in
+    /// library alike; one failure policy: an invalid value is reported on stderr (`roce: …`)
+    /// and replaced by its default. Several devices, as a host with several NICs has:
+    /// `ROCE_IP` may list addresses separated by commas (`127.0.0.1,127.0.0.2`), one device
+    /// each, named from `ROCE_DEV_NAME` (a list of names, or one name whose number counts up:
+    /// `rxe0`, `rxe1`); the other variables apply to all. A repeated address is reported and
+    /// skipped. Never empty.
+    pub fn all_from_lookup(get: impl Fn(&str) -> Option<String>) -> Vec<Config> {
+        let ips = get("ROCE_IP").unwrap_or_default();
+        if !ips.contains(',') {
+            return vec![Self::one(&get)];
+        }
+        let names = get("ROCE_DEV_NAME")
+            .filter(|s| !s.is_empty())
+            .unwrap_or_else(|| DEFAULT_DEV_NAME.to_string());
+        let names: Vec<&str> = names.split(',').map(str::trim).collect();
+        let mut out: Vec<Config> = Vec::new();
+        for ip in ips.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let i = out.len();
+            let name = match names.get(i) {
+                Some(n) if names.len() > 1 => n.to_string(),
+                _ => numbered(names[0], i),
+            };
+            let c = Self::one(&|k: &str| match k {
+                "ROCE_IP" => Some(ip.to_string()),
+                "ROCE_DEV_NAME" => Some(name.clone()),
+                _ => get(k),
+            });
+            if out.iter().any(|o| o.ip == c.ip) {
+                eprintln!("roce: ROCE_IP lists {} twice; one device", c.ip);
+                continue;
+            }
+            out.push(c);
+        }
+        if out.is_empty() {
+            out.push(Self::one(&|k: &str| {
+                if k == "ROCE_IP" {
+                    None
+                } else {
+                    get(k)
+                }
+            }));
+        }
+        out
+    }
+
+    /// One device's configuration (`ROCE_IP` one address).
+    fn one(get: &dyn Fn(&str) -> Option<String>) -> Config {
         let warn = |m: String| eprintln!("roce: {m}");
         let ip = match get("ROCE_IP") {
             None => IpAddr::V4(Ipv4Addr::LOCALHOST),
@@ -111,8 +167,16 @@ impl Config {
         };
         let mut c = Config::new(ip);
         if let Some(n) = get("ROCE_DEV_NAME").filter(|s| !s.is_empty()) {
-            c.name = n;
+            // IBV_SYSFS_NAME_MAX (64) with its NUL
+            if n.len() >= 64 || n.contains('\0') {
+                warn(format!(
+                    "ROCE_DEV_NAME={n:?} is too long; using {DEFAULT_DEV_NAME}"
+                ));
+            } else {
+                c.name = n;
+            }
         }
+        c.quiet = get("ROCE_QUIET").is_some_and(|v| v == "1");
         if let Some(s) = get("ROCE_MTU") {
             match s.trim().parse::<u32>() {
                 Ok(m @ (256 | 512 | 1024 | 2048 | 4096)) => c.mtu = m,
@@ -204,6 +268,19 @@ impl Config {
     pub fn netdev_mtu(&self) -> u32 {
         self.mtu + 80
     }
+}
+
+/// The default device name: scripts written for kernel soft-RoCE (`-d rxe0`) run unchanged.
+pub const DEFAULT_DEV_NAME: &str = "rxe0";
+
+/// `base` with its trailing number (0 if none) plus `i`: `rxe0` → `rxe1`, `mlx` → `mlx1`.
+fn numbered(base: &str, i: usize) -> String {
+    if i == 0 {
+        return base.to_string();
+    }
+    let stem = base.trim_end_matches(|c: char| c.is_ascii_digit());
+    let n: usize = base[stem.len()..].parse().unwrap_or(0);
+    format!("{stem}{}", n + i)
 }
 
 /// A fraction 0..1 written as `0.005` or `0.5%` (`ROCE_LOSS`, `roce bench --loss`).

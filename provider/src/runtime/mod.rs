@@ -90,7 +90,7 @@ mod shared_cpu_tests;
 pub mod stat;
 mod transmit;
 
-pub use config::{default_stat_dir, parse_fraction, Config};
+pub use config::{default_stat_dir, parse_fraction, Config, DEFAULT_DEV_NAME};
 pub use doorbell::{DOORBELL_BURST_NS, DOORBELL_BYTES, DOORBELL_NS, DOORBELL_WRS};
 pub use fault::{Fault, FaultVerdict};
 

@@ -4,7 +4,7 @@ use super::engine::Engine;
 use super::error::{Error, Result};
 use super::pd::ProtectionDomain;
 use roce_emu::{Counters, DeviceAttr, Gid, Mtu, Nic, PortAttr};
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::IpAddr;
 use std::sync::Arc;
 
 /// How to bring up one emulated device.
@@ -65,23 +65,23 @@ impl DeviceConfig {
     }
 
     /// From the environment the drop-in library also reads: `ROCE_IP` (default 127.0.0.1),
-    /// `ROCE_MTU` (256 … 4096, default 1024), `ROCE_DEV_NAME`.
+    /// `ROCE_MTU` (256 … 4096, default 1024), `ROCE_DEV_NAME`, parsed by the one parser of
+    /// the `ROCE_*` variables ([`crate::runtime::Config::all_from_lookup`]): an invalid value is
+    /// reported on stderr and replaced by its default, as in the drop-in library. With a list
+    /// in `ROCE_IP`, the first device ([`devices`] has them all).
     pub fn from_env() -> Result<DeviceConfig> {
-        let ip = match std::env::var("ROCE_IP") {
-            Ok(s) => s
-                .trim()
-                .parse()
-                .map_err(|_| Error::InvalidConfig(format!("ROCE_IP={s:?} is not an IP address")))?,
-            Err(_) => IpAddr::V4(Ipv4Addr::LOCALHOST),
-        };
-        let mut cfg = DeviceConfig::new(ip);
-        if let Ok(s) = std::env::var("ROCE_MTU") {
-            cfg.mtu = parse_mtu(&s)?;
-        }
-        if let Ok(n) = std::env::var("ROCE_DEV_NAME") {
-            cfg.name = n;
-        }
-        Ok(cfg)
+        Ok(Self::from_runtime(&crate::runtime::Config::from_env()))
+    }
+
+    fn from_runtime(c: &crate::runtime::Config) -> DeviceConfig {
+        let mut cfg = DeviceConfig::new(c.ip);
+        cfg.mtu = (1..=5)
+            .filter_map(Mtu::from_raw)
+            .find(|m| m.bytes() == c.mtu)
+            .unwrap_or(Mtu::Mtu1024);
+        cfg.name = c.name.clone();
+        cfg.quiet = c.quiet;
+        cfg
     }
 
     /// Opens this device on real UDP sockets ([`Device::open`]).
@@ -111,10 +111,13 @@ pub fn parse_mtu(s: &str) -> Result<Mtu> {
     }
 }
 
-/// The devices this process would open by default: one, configured by the environment
-/// ([`DeviceConfig::from_env`]). Open one with [`DeviceConfig::open`].
+/// The devices this process would open by default, configured by the environment: one per
+/// address of `ROCE_IP` ([`DeviceConfig::from_env`]). Open one with [`DeviceConfig::open`].
 pub fn devices() -> Result<Vec<DeviceConfig>> {
-    Ok(vec![DeviceConfig::from_env()?])
+    Ok(crate::runtime::Config::all_from_env()
+        .iter()
+        .map(DeviceConfig::from_runtime)
+        .collect())
 }
 
 /// Entry point for emulated devices on real UDP sockets.
