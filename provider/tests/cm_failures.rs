@@ -14,8 +14,9 @@
 //!   from a UDP socket with a correct ICRC: dropped and counted in `roce stat`, a DREQ for no
 //!   connection answered with a DREP, and the listener then serves a real connection.
 //!
-//! The forged-MAD test runs its listener on a device of its own (`ROCE_SHARED=0`): on a shared
-//! device the steering helper owns `ip:4791` and answers what belongs to no process itself.
+//! The forged-MAD test runs once on a device of its own (`ROCE_SHARED=0`) and once on a shared
+//! device (the default), whose steering helper owns `ip:4791` and takes what belongs to no
+//! process itself: there the counts are the helper's (`roce stat --dev steer`).
 //!
 //! Prerequisites: a C compiler, librdmacm-dev and libibverbs-dev (FAIL under `CI=true`).
 mod common;
@@ -407,9 +408,9 @@ fn raw_mad(attr: u16, local: u32, remote: u32) -> [u8; 256] {
     x
 }
 
-fn stat_counters(ip: &str, dir: &std::path::Path) -> Vec<(String, u64)> {
+fn stat_counters(ip: &str, dir: &std::path::Path, dev: &str) -> Vec<(String, u64)> {
     let o = Command::new(roce())
-        .args(["stat", "-a", "--ip", ip, "--stat-dir"])
+        .args(["stat", "-a", "--ip", ip, "--dev", dev, "--stat-dir"])
         .arg(dir)
         .output()
         .expect("roce stat");
@@ -424,15 +425,24 @@ fn stat_counters(ip: &str, dir: &std::path::Path) -> Vec<(String, u64)> {
 
 #[test]
 fn forged_and_unknown_mads_are_dropped_and_counted() {
+    // on a device of the process's own, its NIC and CM count them
+    forged_mads(false, ("127.0.25.10", "127.0.25.11", "127.0.25.12", "7474"));
+}
+
+#[test]
+fn forged_and_unknown_mads_are_dropped_and_counted_on_a_shared_device() {
+    // on a shared device (the default) the steering helper owns ip:4791 and takes the MADs
+    // that belong to no process: its NIC and CM count them, in `roce stat --dev steer`
+    forged_mads(true, ("127.0.25.13", "127.0.25.14", "127.0.25.15", "7475"));
+}
+
+fn forged_mads(shared: bool, (s_ip, c_ip, f_ip, port): (&str, &str, &str, &str)) {
     let Some(exe) = program() else { return };
-    let (s_ip, c_ip, f_ip, port) = ("127.0.25.10", "127.0.25.11", "127.0.25.12", "7474");
-    let dir = std::env::temp_dir().join(format!("roce-cm-forged-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("roce-cm-forged-{}-{shared}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    // The process's own device (ROCE_SHARED=0): on a shared device the steering helper owns
-    // ip:4791 and takes the MADs that belong to no process itself.
     let stat_env = [
         ("ROCE_STAT_DIR", dir.to_str().unwrap()),
-        ("ROCE_SHARED", "0"),
+        ("ROCE_SHARED", if shared { "1" } else { "0" }),
     ];
     let mut server = Role::start(&exe, s_ip, &["server", s_ip, port, "client"], &stat_env);
     assert!(
@@ -520,7 +530,7 @@ fn forged_and_unknown_mads_are_dropped_and_counted() {
     let t = Instant::now();
     let mut got = Vec::new();
     while t.elapsed() < Duration::from_secs(10) {
-        got = stat_counters(s_ip, &dir);
+        got = stat_counters(s_ip, &dir, if shared { "steer" } else { "rxe0" });
         let of = |n: &str| got.iter().find(|(k, _)| k == n).map(|x| x.1);
         if want.iter().all(|&(n, v)| of(n) == Some(v)) {
             break;

@@ -323,23 +323,7 @@ impl Shared {
                 }
                 v.push((n.to_string(), x));
             }
-            let c = e.cm.counters();
-            for (n, x) in [
-                ("cm_mads_received", c.mads_received),
-                ("cm_mads_sent", c.mads_sent),
-                ("cm_malformed", c.malformed),
-                ("cm_not_cm", c.not_cm),
-                ("cm_unknown_attribute", c.unknown_attribute),
-                ("cm_unknown_comm_id", c.unknown_comm_id),
-                ("cm_no_listener", c.no_listener),
-                ("cm_bad_cma_hdr", c.bad_cma_hdr),
-                ("cm_stale", c.stale),
-                ("cm_duplicates", c.duplicates),
-                ("cm_retransmits", c.retransmits),
-                ("cm_timeouts", c.timeouts),
-                ("cm_backlog_drops", c.backlog_drops),
-                ("cm_unexpected", c.unexpected),
-            ] {
+            for (n, x) in super::stat::cm_counters(e.cm.counters()) {
                 v.push((n.to_string(), x));
             }
         }

@@ -27,6 +27,27 @@ pub fn stat_path(cfg: &Config) -> Option<PathBuf> {
     )))
 }
 
+/// The connection manager's counters under their `roce stat` names (the runtime's CM and the
+/// steering helper's, which answers the MADs no process owns).
+pub(crate) fn cm_counters(c: &roce_cm::Counters) -> [(&'static str, u64); 14] {
+    [
+        ("cm_mads_received", c.mads_received),
+        ("cm_mads_sent", c.mads_sent),
+        ("cm_malformed", c.malformed),
+        ("cm_not_cm", c.not_cm),
+        ("cm_unknown_attribute", c.unknown_attribute),
+        ("cm_unknown_comm_id", c.unknown_comm_id),
+        ("cm_no_listener", c.no_listener),
+        ("cm_bad_cma_hdr", c.bad_cma_hdr),
+        ("cm_stale", c.stale),
+        ("cm_duplicates", c.duplicates),
+        ("cm_retransmits", c.retransmits),
+        ("cm_timeouts", c.timeouts),
+        ("cm_backlog_drops", c.backlog_drops),
+        ("cm_unexpected", c.unexpected),
+    ]
+}
+
 /// Writes `stats` to `path` atomically.
 pub fn write(path: &Path, cfg: &Config, stats: &Stats) -> io::Result<()> {
     let tmp = path.with_extension("tmp");

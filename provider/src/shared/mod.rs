@@ -335,9 +335,12 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
     // What no process takes on QP1 (a REQ or SIDR_REQ nobody listens for, a DREQ for a
     // connection that is gone) is answered as the kernel's CM answers it (REJ 8, SIDR_REP 1,
     // DREP) by a CM of the helper's own with no ids, sent from QP1 of a NIC of its own.
+    // The helper has checked the ICRC: its NIC takes QP1's datagrams as they are, and checks
+    // the rest (headers, Q_Key, a whole MAD) and counts what it drops, as a process's would.
     let ncfg = roce_emu::NicConfig {
         udp_sport: Some(roce_wire::ROCE_V2_UDP_PORT),
         gsi: true,
+        icrc_policy: roce_emu::IcrcPolicy::Skip,
         ..roce_emu::NicConfig::new(ip)
     };
     let mut orphan_cm = roce_cm::Endpoint::new(roce_cm::Config {
@@ -352,6 +355,13 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
     let counters = IcrcCounters::default();
     let mut clients: Vec<Client> = Vec::new();
     let mut idle_since = Some(Instant::now());
+    // The helper's own statistics file, device name "steer" (`roce stat --dev steer`): what its
+    // NIC and CM did with the QP1 datagrams no process owns; removed when it exits.
+    let mut scfg = crate::runtime::Config::from_env();
+    scfg.ip = ip;
+    scfg.name = "steer".into();
+    let stat_file = StatFileGuard(crate::runtime::stat::stat_path(&scfg));
+    let mut last_stat: Option<Instant> = None;
     let mut hdr = [0u8; HEADER_LEN];
     // What one receive batch forwards: the datagrams back to back, and runs of them to one
     // process that leave as one GSO send (`Run`).
@@ -455,6 +465,21 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 }
             }
         }
+        if last_stat.map_or(true, |t| t.elapsed() >= scfg.stat_interval) {
+            last_stat = Some(Instant::now());
+            if let Some(p) = &stat_file.0 {
+                let mut v: Vec<(String, u64)> = orphan_nic
+                    .counters()
+                    .iter()
+                    .map(|(n, x)| (n.to_string(), x))
+                    .collect();
+                for (n, x) in crate::runtime::stat::cm_counters(orphan_cm.counters()) {
+                    v.push((n.to_string(), x));
+                }
+                let _ =
+                    crate::runtime::stat::write(p, &scfg, &crate::runtime::Stats { counters: v });
+            }
+        }
         if clients.is_empty() {
             let since = *idle_since.get_or_insert_with(Instant::now);
             if since.elapsed() > LINGER {
@@ -503,19 +528,34 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 _ => None,
             };
             let Some(slot) = route(d.payload, &clients) else {
-                if let Some(mad) = qp1_mad(d.payload) {
+                if for_qp1(d.payload) {
                     let now = roce_emu::Instant::from_nanos(crate::udp::monotonic_ns());
-                    orphan_cm.handle_mad(
+                    orphan_nic.handle_datagram(
                         now,
-                        &roce_cm::MadIn {
-                            src: d.src.ip(),
-                            dst: d.dst,
+                        &roce_emu::RxMeta {
+                            src_ip: d.src.ip(),
+                            dst_ip: d.dst,
+                            src_port: d.src.port(),
+                            ipv4_id: None,
+                            tos: d.tos.unwrap_or(0),
+                            ttl: d.ttl.unwrap_or(64),
                             flow_label: 0,
-                            traffic_class: d.tos.unwrap_or(0),
-                            hop_limit: d.ttl.unwrap_or(64),
-                            bytes: mad,
                         },
+                        d.payload,
                     );
+                    while let Some(m) = orphan_nic.poll_mad() {
+                        orphan_cm.handle_mad(
+                            now,
+                            &roce_cm::MadIn {
+                                src: m.src_ip,
+                                dst: m.dst_ip,
+                                flow_label: m.flow_label,
+                                traffic_class: m.traffic_class,
+                                hop_limit: m.hop_limit,
+                                bytes: &m.bytes,
+                            },
+                        );
+                    }
                     while let Some(out) = orphan_cm.poll_transmit() {
                         let path = roce_emu::gsi::GsiPath {
                             src_ip: out.src,
@@ -607,8 +647,20 @@ impl Run {
 }
 
 /// The MAD of a datagram to QP1 (BTH, DETH, 256 bytes).
-fn qp1_mad(p: &[u8]) -> Option<&[u8]> {
-    (p.len() >= 20 + 256 && u32::from_be_bytes([0, p[5], p[6], p[7]]) == 1).then(|| &p[20..276])
+/// Removes the helper's statistics file when the helper returns.
+struct StatFileGuard(Option<std::path::PathBuf>);
+
+impl Drop for StatFileGuard {
+    fn drop(&mut self) {
+        if let Some(p) = &self.0 {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// A datagram (BTH .. ICRC) for QP1.
+fn for_qp1(p: &[u8]) -> bool {
+    p.len() >= 12 && u32::from_be_bytes([0, p[5], p[6], p[7]]) == 1
 }
 
 /// The slot a datagram (BTH .. ICRC) is for.
