@@ -8,7 +8,9 @@
 # Then the issue-23 rows (block "retx", first MTU only): the emulator as the requester of large
 # RDMA READs under 0.5 % loss toward it and of ib_write_bw -q 8 toward a guest held to 30 % of a
 # CPU (a cgroup quota on its qemu), each failing when what retx_share.py measures from its
-# capture (early READ re-requests, the share of retransmissions) exceeds the row's bound.
+# capture (early READ re-requests, the share of retransmissions) exceeds the row's bound; the
+# emulator runs these on a device of its own (`--no-shared`), every other row on the default
+# shared device (remote traffic through the steering helper).
 # And the memory-window rows (block "mw", first MTU only, issue 22): mw_probe.c with the window
 # owner on one side and the accessor on the other, both ways (type 2 and type 1 windows bound by
 # the owner, WRITE/READ through them, SEND with invalidate, the invalidated rkey refused, an
@@ -262,7 +264,12 @@ run_once() {
   RC_S="" RC_C="" HUNG_RXE=0 HUNG_EMU=0
   # The emulator's own bound is later than the loop's deadline (to + 10 s), so a hung emulator
   # is killed by the loop, which saves its counters first.
-  local emu_cmd=(timeout -s KILL "$((to + 20))" ip netns exec "$HNS" env ROCE_STAT_DIR="$OUT/stat" "$ROCE" run --lib-dir "$OUT/bin/lib"
+  # The retx rows measure the requester's retransmission timer against its peer: the emulator
+  # runs them on a device of its own (--no-shared), without the steering helper's hop (a
+  # second process to schedule on this 2-core machine) between rxe and the engine; every
+  # other row runs on the default shared device.
+  local own=(); [ "$CUR_LOSS" = retx ] && own=(--no-shared)
+  local emu_cmd=(timeout -s KILL "$((to + 20))" ip netns exec "$HNS" env ROCE_STAT_DIR="$OUT/stat" "$ROCE" run "${own[@]}" --lib-dir "$OUT/bin/lib"
                  --ip $EMU_IP --mtu "$IBMTU" --)
   if [ "$dir" = emu-srv ]; then
     # shellcheck disable=SC2086
