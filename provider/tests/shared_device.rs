@@ -1,10 +1,11 @@
-//! One emulated NIC shared by several processes (`roce run --shared`, issue 20 item 1): the
-//! steering helper owns `<ip>:4791`, each process runs its engine on its own socket, and
-//! datagrams and CM MADs reach the process that owns their QP or connection. Unmodified tools
+//! One emulated NIC shared by several processes (the default; these tests still say
+//! `--shared`; issue 20 item 1): the steering helper owns `<ip>:4791`, each process runs its
+//! engine on its own socket, and datagrams and CM MADs reach the process that owns their QP or
+//! connection. Unmodified tools
 //! with server and client on the same address; two pairs at once; a killed process does not
 //! disturb the others; the helper leaves after the last process.
 //!
-//! And the launcher case the sharing is for: `roce run --shared -- mpirun -np 2` and `-np 4` with
+//! And the launcher case the sharing is for: `roce run -- mpirun -np 2` and `-np 4` with
 //! Open MPI's UCX PML over `rc_verbs` and with its CM PML over libfabric's `verbs;ofi_rxd`, every
 //! rank on the one NIC; libfabric's own `fi_pingpong` (msg, rdm over ofi_rxm and ofi_rxd, dgram).
 //! These two are run by the "real stacks" stage (`scripts/real-stacks`).
