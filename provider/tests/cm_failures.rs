@@ -35,27 +35,9 @@ use std::time::{Duration, Instant};
 fn program() -> Option<PathBuf> {
     static EXE: OnceLock<Option<PathBuf>> = OnceLock::new();
     EXE.get_or_init(|| {
-        let cc = which("cc").or_else(|| which("gcc"));
-        if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-            || !prerequisite(
-                std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists(),
-                "rdma_cma.h (apt-get install librdmacm-dev)",
-            )
-        {
+        let Some((_dir, exe)) = compile_c("cm_failures", CLibs::RdmaCm) else {
             return None;
-        }
-        let dir = std::env::temp_dir().join(format!("roce-cm-failures-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let exe = dir.join("cm_failures");
-        let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cm_failures.c");
-        let st = Command::new(cc.unwrap())
-            .args(["-O1", "-Wall", "-o"])
-            .arg(&exe)
-            .arg(src)
-            .args(["-lrdmacm", "-libverbs"])
-            .status()
-            .expect("run cc");
-        assert!(st.success(), "compiling cm_failures.c failed");
+        };
         Some(exe)
     })
     .clone()
@@ -433,7 +415,7 @@ fn forged_and_unknown_mads_are_dropped_and_counted() {
 fn forged_and_unknown_mads_are_dropped_and_counted_on_a_shared_device() {
     // on a shared device (the default) the steering helper owns ip:4791 and takes the MADs
     // that belong to no process: its NIC and CM count them, in `roce stat --dev steer`
-    forged_mads(true, ("127.0.25.13", "127.0.25.14", "127.0.25.15", "7475"));
+    forged_mads(true, ("127.0.25.16", "127.0.25.17", "127.0.25.18", "7476"));
 }
 
 fn forged_mads(shared: bool, (s_ip, c_ip, f_ip, port): (&str, &str, &str, &str)) {

@@ -170,7 +170,10 @@ impl H {
             return;
         };
         let remote_w = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+        // rxe: EINVAL for remote write/atomic without local write, for FLUSH_PERSISTENT on
+        // memory that is not persistent (every region here), for an iova range that wraps
         let bad = (acc & remote_w != 0 && acc & IBV_ACCESS_LOCAL_WRITE == 0)
+            || acc & IBV_ACCESS_FLUSH_PERSISTENT != 0
             || iova.checked_add(len as u64).is_none();
         if !self.want_ptr("ibv_reg_mr", p, Some(!bad), &[libc::EINVAL]) {
             return;
