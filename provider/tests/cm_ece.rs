@@ -16,27 +16,9 @@ use std::time::Duration;
 
 #[test]
 fn ece_calls_through_the_c_abi() {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/rdma/rdma_cma.h").exists(),
-            "rdma_cma.h (apt-get install librdmacm-dev)",
-        )
-    {
+    let Some((dir, exe)) = compile_c("cm_ece", CLibs::RdmaCm) else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-cm-ece-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("cm_ece");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/cm_ece.c");
-    let st = Command::new(cc.unwrap())
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .args(["-lrdmacm", "-libverbs"])
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling cm_ece.c failed");
+    };
     let pcap = dir.join("cm_ece.pcap");
     let out = spawn(
         &[

@@ -6,7 +6,6 @@
 mod common;
 use common::*;
 use std::collections::HashMap;
-use std::process::Command;
 use std::time::Duration;
 
 /// (mistake as printed by diagnose.c, what the warning says after "roce: QP 0x..: ", counter).
@@ -90,28 +89,11 @@ const EXPECTED: &[(&str, &str, &str)] = &[
 
 #[test]
 fn each_classic_mistake_warns_once_and_is_counted() {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-            "verbs.h (apt-get install libibverbs-dev)",
-        )
-    {
+    let Some((dir, exe)) = compile_c("diagnose", CLibs::Verbs) else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-diagnose-{}", std::process::id()));
+    };
     let stat_dir = dir.join("stat");
     std::fs::create_dir_all(&stat_dir).unwrap();
-    let exe = dir.join("diagnose");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/diagnose.c");
-    let st = Command::new(cc.unwrap())
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .arg("-libverbs")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling diagnose.c failed");
     let stat_cmd = format!(
         "{} stat --ip 127.0.0.1 --stat-dir {}",
         roce().display(),

@@ -11,7 +11,6 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 /// Lines `fidelity.c` must print, in this order. rxe printed the same unless noted.
@@ -80,26 +79,9 @@ const SEND_OPS: [(&str, [i32; 13]); 3] = [
 ];
 
 fn compile() -> Option<std::path::PathBuf> {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-            "verbs.h (apt-get install libibverbs-dev)",
-        )
-    {
+    let Some((_dir, exe)) = compile_c("fidelity", CLibs::Verbs) else {
         return None;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-fidelity-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("fidelity");
-    let st = Command::new(cc.unwrap())
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fidelity.c"))
-        .arg("-libverbs")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling fidelity.c failed");
+    };
     Some(exe)
 }
 

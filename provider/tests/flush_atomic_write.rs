@@ -8,32 +8,13 @@
 //! compiler and libibverbs-dev (FAIL under `CI=true`).
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn flush_and_atomic_write_through_the_c_abi() {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-            "verbs.h (apt-get install libibverbs-dev)",
-        )
-    {
+    let Some((dir, exe)) = compile_c("flush_atomic_write", CLibs::Verbs) else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-flush-atomic-write-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("flush_atomic_write");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/flush_atomic_write.c");
-    let st = Command::new(cc.unwrap())
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .arg("-libverbs")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling flush_atomic_write.c failed");
+    };
     let out = spawn(
         &["--ip".to_string(), "127.0.22.24,127.0.22.25".into()],
         &[exe.to_string_lossy().into_owned()],

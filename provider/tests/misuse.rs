@@ -5,32 +5,13 @@
 
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn misuse_returns_documented_errors() {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-            "verbs.h (apt-get install libibverbs-dev)",
-        )
-    {
+    let Some((dir, exe)) = compile_c("misuse", CLibs::Verbs) else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-misuse-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("misuse");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/misuse.c");
-    let st = Command::new(cc.unwrap())
-        .args(["-O1", "-Wall", "-Wno-format-zero-length", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .arg("-libverbs")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling misuse.c failed");
+    };
     let _g = serial();
     assert!(
         wait_udp_free(Duration::from_secs(300)),

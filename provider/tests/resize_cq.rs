@@ -6,38 +6,13 @@
 //! `CI=true`).
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn resize_cq_with_completions_queued_through_the_c_abi() {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-            "verbs.h (apt-get install libibverbs-dev)",
-        )
-    {
+    let Some((dir, exe)) = compile_c("resize_cq", CLibs::Verbs) else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-resize-cq-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("resize_cq");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/resize_cq.c");
-    let st = Command::new(cc.unwrap())
-        .args([
-            "-O1",
-            "-Wall",
-            "-Wno-format-zero-length",
-            "-Wno-unused-function",
-            "-o",
-        ])
-        .arg(&exe)
-        .arg(src)
-        .arg("-libverbs")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling resize_cq.c failed");
+    };
     let out = spawn(
         &["--ip".to_string(), "127.0.22.22".into()],
         &[exe.to_string_lossy().into_owned()],

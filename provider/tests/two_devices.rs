@@ -4,32 +4,13 @@
 //! them. Prerequisites: a C compiler and libibverbs-dev (FAIL under `CI=true`).
 mod common;
 use common::*;
-use std::process::Command;
 use std::time::Duration;
 
 #[test]
 fn two_devices_in_one_process_talk_to_each_other() {
-    let cc = which("cc").or_else(|| which("gcc"));
-    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
-        || !prerequisite(
-            std::path::Path::new("/usr/include/infiniband/verbs.h").exists(),
-            "verbs.h (apt-get install libibverbs-dev)",
-        )
-    {
+    let Some((dir, exe)) = compile_c("two_devices", CLibs::Verbs) else {
         return;
-    }
-    let dir = std::env::temp_dir().join(format!("roce-two-devices-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let exe = dir.join("two_devices");
-    let src = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/two_devices.c");
-    let st = Command::new(cc.unwrap())
-        .args(["-O1", "-Wall", "-o"])
-        .arg(&exe)
-        .arg(src)
-        .arg("-libverbs")
-        .status()
-        .expect("run cc");
-    assert!(st.success(), "compiling two_devices.c failed");
+    };
     let out = spawn(
         &["--ip".to_string(), "127.0.22.1,127.0.22.2".into()],
         &[exe.to_string_lossy().into_owned()],

@@ -42,6 +42,64 @@ pub fn have_tools(tools: &[&str], pkg: &str) -> bool {
     )
 }
 
+/// What a C test program links against.
+#[derive(Clone, Copy)]
+pub enum CLibs {
+    /// libibverbs.
+    Verbs,
+    /// librdmacm and libibverbs.
+    RdmaCm,
+}
+
+/// Compiles `tests/<name>.c` against the installed rdma-core headers into a fresh temporary
+/// directory: `Some((directory, executable))` (the directory is the caller's to remove), or
+/// `None` after [`prerequisite`] when no C compiler or the headers are missing.
+pub fn compile_c(name: &str, libs: CLibs) -> Option<(PathBuf, PathBuf)> {
+    let cc = which("cc").or_else(|| which("gcc"));
+    let (header, pkg, link): (&str, &str, &[&str]) = match libs {
+        CLibs::Verbs => (
+            "/usr/include/infiniband/verbs.h",
+            "verbs.h (apt-get install libibverbs-dev)",
+            &["-libverbs"],
+        ),
+        CLibs::RdmaCm => (
+            "/usr/include/rdma/rdma_cma.h",
+            "rdma_cma.h (apt-get install librdmacm-dev)",
+            &["-lrdmacm", "-libverbs"],
+        ),
+    };
+    if !prerequisite(cc.is_some(), "a C compiler (apt-get install gcc)")
+        || !prerequisite(std::path::Path::new(header).exists(), pkg)
+    {
+        return None;
+    }
+    let dir = std::env::temp_dir().join(format!(
+        "roce-{}-{}",
+        name.replace('_', "-"),
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let exe = dir.join(name);
+    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests")
+        .join(format!("{name}.c"));
+    let st = Command::new(cc?)
+        .args([
+            "-O1",
+            "-Wall",
+            "-Wno-format-zero-length",
+            "-Wno-unused-function",
+            "-o",
+        ])
+        .arg(&exe)
+        .arg(&src)
+        .args(link)
+        .status()
+        .expect("run cc");
+    assert!(st.success(), "compiling {name}.c failed");
+    Some((dir, exe))
+}
+
 /// A finished process.
 #[derive(Debug)]
 pub struct Out {
