@@ -189,29 +189,7 @@ fn oversized_payloads_and_bad_pad_counts_are_rejected() {
     r.set_payload_len(4);
     let mut buf = vec![0u8; r.buffer_len() + 1];
     r.emit(&mut Packet::new_unchecked(&mut buf[..r.buffer_len()]));
-    let t = Transmit {
-        src_ip: p.a.ip,
-        dst_ip: p.b.ip,
-        src_port: 1,
-        dst_port: 4791,
-        tos: 0,
-        ttl: 64,
-        flow_label: 0,
-        ipv4_id: 0,
-        len: buf.len(),
-    };
-    assert!(roce_emu::net::seal(&t, &mut buf));
-    let meta = RxMeta {
-        src_ip: p.a.ip,
-        dst_ip: p.b.ip,
-        src_port: 1,
-        ipv4_id: Some(0),
-        tos: 0,
-        ttl: 64,
-        flow_label: 0,
-    };
-    let now = p.net.now;
-    p.nic_b().handle_datagram(now, &meta, &buf);
+    p.deliver_to_b(&mut buf, 1);
     assert_eq!(p.nic_b().counters().malformed, 2);
     assert!(out_b(&mut p).is_empty());
     assert_eq!(p.b.mem.to_vec(), before);

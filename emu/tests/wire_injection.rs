@@ -11,29 +11,7 @@ fn inject(p: &mut Pair, r: Repr, payload: &[u8]) {
     r.emit(&mut Packet::new_unchecked(&mut buf[..]));
     let h = r.header_len();
     buf[h..h + payload.len()].copy_from_slice(payload);
-    let t = Transmit {
-        src_ip: p.a.ip,
-        dst_ip: p.b.ip,
-        src_port: 0xC123,
-        dst_port: 4791,
-        tos: 0,
-        ttl: 64,
-        flow_label: 0,
-        ipv4_id: 0,
-        len: buf.len(),
-    };
-    assert!(roce_emu::net::seal(&t, &mut buf));
-    let meta = RxMeta {
-        src_ip: p.a.ip,
-        dst_ip: p.b.ip,
-        src_port: 0xC123,
-        ipv4_id: Some(0),
-        tos: 0,
-        ttl: 64,
-        flow_label: 0,
-    };
-    let now = p.net.now;
-    p.nic_b().handle_datagram(now, &meta, &buf);
+    p.deliver_to_b(&mut buf, 0xC123);
 }
 
 fn drain_b(p: &mut Pair) -> Vec<(String, u32, Option<u8>, u32)> {

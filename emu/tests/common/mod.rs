@@ -207,6 +207,34 @@ impl Pair {
         &mut self.net.nics[self.b.idx]
     }
 
+    /// Hands `buf` (BTH .. ICRC, hand-built) to B as a datagram from A's address and UDP port
+    /// `src_port`, its ICRC sealed first (IPv4 ID 0, as the driver reports it).
+    pub fn deliver_to_b(&mut self, buf: &mut [u8], src_port: u16) {
+        let t = Transmit {
+            src_ip: self.a.ip,
+            dst_ip: self.b.ip,
+            src_port,
+            dst_port: 4791,
+            tos: 0,
+            ttl: 64,
+            flow_label: 0,
+            ipv4_id: 0,
+            len: buf.len(),
+        };
+        assert!(roce_emu::net::seal(&t, buf));
+        let meta = RxMeta {
+            src_ip: self.a.ip,
+            dst_ip: self.b.ip,
+            src_port,
+            ipv4_id: Some(0),
+            tos: 0,
+            ttl: 64,
+            flow_label: 0,
+        };
+        let now = self.net.now;
+        self.nic_b().handle_datagram(now, &meta, buf);
+    }
+
     /// A SendWr gathering `len` bytes at `off` of A's memory.
     pub fn post_a(&mut self, wr: SendWr<'_>) {
         let q = self.a.qpn;
