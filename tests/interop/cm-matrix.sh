@@ -743,7 +743,8 @@ run_once() {
         g_rc=killed
       fi
       if [ -z "$e_rc" ]; then
-        "$ROCE" stat --ip $EMU_IP -a >"$f.emustat" 2>&1 || true
+        # the program's device (rxe0), not the shared device's steering helper (steer)
+        "$ROCE" stat --ip $EMU_IP --dev rxe0 -a >"$f.emustat" 2>&1 || true
         emu_kill "$epid"; e_rc=killed
       fi
       break

@@ -183,7 +183,13 @@ ROWS=() MD_ROWS=() PASSED=0 FAILED=0 NA=0 RETRIES=0 FAILURES=()
 short_res() { case $1 in "pass ("*) echo "pass+retry" ;; *) echo "$1" ;; esac; }
 
 # The emulator's own counters while it is still running (evidence before it is killed).
-emu_stat() { { "$ROCE" stat --stat-dir "$OUT/stat" --ip $EMU_IP -a; ip netns exec "$HNS" ss -uanmp; udp_counters; } >"$1.emustat" 2>&1 || true; }
+# The program's device only (`--dev rxe0`): the shared device's steering helper has an entry of
+# its own (`steer`, with zero engine counters) that the checks below must not read; it goes to
+# "$1.steerstat".
+emu_stat() {
+  { "$ROCE" stat --stat-dir "$OUT/stat" --ip $EMU_IP --dev rxe0 -a; ip netns exec "$HNS" ss -uanmp; udp_counters; } >"$1.emustat" 2>&1 || true
+  "$ROCE" stat --stat-dir "$OUT/stat" --ip $EMU_IP --dev steer -a >"$1.steerstat" 2>&1 || true
+}
 udp_counters() { ip netns exec "$HNS" awk '/^Udp:/ && /[0-9]/ {print "InErrors=" $4, "RcvbufErrors=" $6}' /proc/net/snmp 2>/dev/null; }
 # Kill a background emulator run: the tool is the child of `timeout` (ip netns exec and roce run
 # exec), and SIGKILL to `timeout` alone would leave it running (and bound to UDP 4791).
