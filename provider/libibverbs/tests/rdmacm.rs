@@ -317,7 +317,10 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
         );
         kill_group(&mut server);
         let _ = server.wait();
-        if client.stdout.contains("unexpected event from RDMA CM: Event rejected") && attempt < 3
+        if client
+            .stdout
+            .contains("unexpected event from RDMA CM: Event rejected")
+            && attempt < 3
         {
             eprintln!("qperf: REJ 8 for a listening server (known bug); again");
             std::thread::sleep(Duration::from_millis(500));
