@@ -22,31 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <rdma/rdma_cma.h>
+#include "verbs_setup.h"
 
 #define WAIT_MS 20000
 #define VENDOR 0x1a2b3c
 
-static int failures;
-
-#define CHECK(name, cond, ...)                                                  \
-	do {                                                                        \
-		if (cond) {                                                             \
-			printf("CHECK %s ok\n", name);                                      \
-		} else {                                                                \
-			printf("CHECK %s FAIL: ", name);                                    \
-			printf(__VA_ARGS__);                                                \
-			printf("\n");                                                       \
-			failures++;                                                         \
-		}                                                                       \
-		fflush(stdout);                                                         \
-	} while (0)
-
-static int done(void)
-{
-	printf("DONE failures %d\n", failures);
-	fflush(stdout);
-	return failures ? 1 : 0;
-}
 
 /* The next event on `ch` (bounded wait), checked to be `type`; exits on a timeout. */
 static struct rdma_cm_event *next(struct rdma_event_channel *ch, enum rdma_cm_event_type type,

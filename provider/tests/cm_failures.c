@@ -25,31 +25,11 @@
 #include <time.h>
 #include <unistd.h>
 #include <rdma/rdma_cma.h>
+#include "verbs_setup.h"
 
 #define WAIT_MS 60000
 #define NRECV 4
 
-static int failures;
-
-#define CHECK(name, cond, ...)                                                  \
-	do {                                                                        \
-		if (cond) {                                                             \
-			printf("CHECK %s ok\n", name);                                      \
-		} else {                                                                \
-			printf("CHECK %s FAIL: ", name);                                    \
-			printf(__VA_ARGS__);                                                \
-			printf("\n");                                                       \
-			failures++;                                                         \
-		}                                                                       \
-		fflush(stdout);                                                         \
-	} while (0)
-
-static int done(void)
-{
-	printf("DONE failures %d\n", failures);
-	fflush(stdout);
-	return failures ? 1 : 0;
-}
 
 static long now_ms(void)
 {

@@ -302,6 +302,5 @@ int main(void)
 	CHECK("dealloc_pd", ibv_dealloc_pd(pd) == 0, "");
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
-	printf("DONE failures %d\n", failures);
-	return failures ? 1 : 0;
+	return done();
 }

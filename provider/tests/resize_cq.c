@@ -161,6 +161,5 @@ int main(void)
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
 	ibv_free_device_list(list);
-	printf("DONE failures %d\n", failures);
-	return failures ? 1 : 0;
+	return done();
 }
