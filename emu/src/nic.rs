@@ -588,7 +588,7 @@ impl Nic {
         // supported: checked above) and without a second table lookup: TVer 0, payload + pad a
         // multiple of four, no payload unless the opcode has one.
         let body = data.len() - info.hdr_len as usize - roce_wire::ICRC_LEN;
-        if data[1] & 0x0F != 0
+        if p.bth().tver() != 0
             || body & 3 != 0
             || (body != 0 && !info.flags.contains(OpFlags::PAYLOAD))
         {

@@ -157,6 +157,14 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
     }
 }
 
+/// The AETH as one big-endian word (syndrome byte, MSN), for senders that write it together
+/// with the BTH before it (see [`crate::bth::fast`]).
+#[inline(always)]
+pub const fn word(syndrome: u8, msn: u32) -> u32 {
+    (syndrome as u32) << (8 * (3 - field::SYNDROME))
+        | (msn & 0xFF_FFFF) << (8 * (4 - field::MSN.end))
+}
+
 /// High-level AETH.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Repr {
@@ -170,10 +178,16 @@ impl Repr {
     /// Parses an AETH.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
         p.check_len()?;
-        Ok(Repr {
+        Ok(Repr::parse_unchecked(p))
+    }
+    /// [`parse`](Self::parse) without the length check, for a view the caller has checked
+    /// (the transport parser checks every header's length at once).
+    #[inline(always)]
+    pub(crate) fn parse_unchecked<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Repr {
+        Repr {
             syndrome: p.syndrome(),
             msn: p.msn(),
-        })
+        }
     }
     /// Always [`HEADER_LEN`].
     pub const fn buffer_len(&self) -> usize {
@@ -189,6 +203,17 @@ impl Repr {
 #[cfg(test)]
 mod test {
     use super::*;
+
+    #[test]
+    fn word_is_the_emitted_header() {
+        let r = Repr {
+            syndrome: Syndrome::from_byte(0x61),
+            msn: 0x12_3456,
+        };
+        let mut b = [0u8; 4];
+        r.emit(&mut Packet::new_unchecked(&mut b[..]));
+        assert_eq!(word(0x61, 0xAB12_3456).to_be_bytes(), b);
+    }
 
     #[test]
     fn syndrome_roundtrip_all_bytes() {

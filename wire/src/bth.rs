@@ -188,7 +188,14 @@ impl Repr {
         if p.tver() != 0 {
             return Err(Error::BadTver(p.tver()));
         }
-        Ok(Repr {
+        Ok(Repr::parse_unchecked(p))
+    }
+
+    /// [`parse`](Self::parse) without the length and TVer checks, for a view the caller has
+    /// checked (the transport parser checks lengths and TVer once per packet).
+    #[inline(always)]
+    pub(crate) fn parse_unchecked<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Repr {
+        Repr {
             opcode: p.opcode(),
             se: p.se(),
             migreq: p.migreq(),
@@ -201,7 +208,7 @@ impl Repr {
             ack_req: p.ack_req(),
             resv7: p.resv7(),
             psn: p.psn(),
-        })
+        }
     }
 
     /// Always [`HEADER_LEN`].
@@ -218,6 +225,65 @@ impl Repr {
         p.set_dest_qp(self.dest_qp);
         p.set_ack_req(self.ack_req, self.resv7);
         p.set_psn(self.psn);
+    }
+}
+
+/// The BTH as two big-endian words, for senders that write a whole header with few stores.
+///
+/// The ICRC routine reads the BTH right after it is written, 8 and 4 bytes at a time; a load
+/// inside one earlier store is forwarded from it, one spanning several narrower stores waits
+/// until they reach the cache. These words write the same bytes as [`Repr::emit`] (TVer 0).
+pub mod fast {
+    use super::{field, HEADER_LEN};
+    use crate::{Opcode, Psn};
+
+    /// Bytes 0..8 (OpCode, SE/M/PadCnt/TVer, P_Key, F/B/Resv6a, DestQP) and 8..12 (A/Resv7,
+    /// PSN) of a BTH with MigReq, FECN, BECN and the reserved bits 0.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct Words {
+        /// Bytes 0..8, big-endian.
+        pub hi: u64,
+        /// Bytes 8..12, big-endian.
+        pub lo: u32,
+    }
+
+    impl Words {
+        /// The words of a BTH with these fields.
+        #[inline(always)]
+        pub fn new(
+            opcode: Opcode,
+            se: bool,
+            pad_cnt: u8,
+            pkey: u16,
+            dest_qp: u32,
+            ack_req: bool,
+            psn: Psn,
+        ) -> Words {
+            // byte i of the header lies at bit 8 * (7 - i) of `hi`, 8 * (11 - i) of `lo`
+            let flags = (se as u64) << 7 | ((pad_cnt & 3) as u64) << 4;
+            let hi = (opcode.0 as u64) << (8 * (7 - field::OPCODE))
+                | flags << (8 * (7 - field::FLAGS))
+                | (pkey as u64) << (8 * (8 - field::PKEY.end))
+                | ((dest_qp & 0xFF_FFFF) as u64) << (8 * (8 - field::DEST_QP.end));
+            let lo = (ack_req as u32) << (7 + 8 * (11 - field::ACK))
+                | (psn.value() & 0xFF_FFFF) << (8 * (HEADER_LEN - field::PSN.end));
+            Words { hi, lo }
+        }
+
+        /// Writes the header into `h`: one 8-byte and one 4-byte store.
+        #[inline(always)]
+        pub fn store(self, h: &mut [u8; HEADER_LEN]) {
+            h[..8].copy_from_slice(&self.hi.to_be_bytes());
+            h[8..].copy_from_slice(&self.lo.to_be_bytes());
+        }
+
+        /// Writes the header and, after it, `next` (the first big-endian word of the following
+        /// header) into `b`: two 8-byte stores.
+        #[inline(always)]
+        pub fn store_with(self, b: &mut [u8; HEADER_LEN + 4], next: u32) {
+            b[..8].copy_from_slice(&self.hi.to_be_bytes());
+            b[8..].copy_from_slice(&((self.lo as u64) << 32 | next as u64).to_be_bytes());
+        }
     }
 }
 
@@ -317,6 +383,32 @@ mod test {
             Repr::parse(&Packet::new_unchecked(&b[..])),
             Err(Error::BadTver(1))
         );
+    }
+
+    #[test]
+    fn fast_words_write_what_emit_writes() {
+        for (k, op) in [Opcode::RC_SEND_ONLY, Opcode::UD_SEND_ONLY_WITH_IMMEDIATE]
+            .into_iter()
+            .enumerate()
+        {
+            for pad in 0..4 {
+                let mut r = Repr::new(op, 0x12_3456 + k as u32, Psn::new(0xFF_FFF0 + pad as u32));
+                r.se = pad & 1 == 0;
+                r.ack_req = pad & 2 == 0;
+                r.pad_cnt = pad;
+                r.pkey = 0x8001 + pad as u16;
+                let mut a = [0u8; 12];
+                r.emit(&mut Packet::new_unchecked(&mut a[..]));
+                let w = fast::Words::new(op, r.se, pad, r.pkey, r.dest_qp, r.ack_req, r.psn);
+                let mut b = [0xEEu8; 12];
+                w.store(&mut b);
+                assert_eq!(a, b);
+                let mut c = [0xEEu8; 16];
+                w.store_with(&mut c, 0x0102_0304);
+                assert_eq!(c[..12], a);
+                assert_eq!(c[12..], [1, 2, 3, 4]);
+            }
+        }
     }
 
     #[test]

@@ -62,11 +62,17 @@ impl Repr {
     /// Parses a DETH.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
         p.check_len()?;
-        Ok(Repr {
+        Ok(Repr::parse_unchecked(p))
+    }
+    /// [`parse`](Self::parse) without the length check, for a view the caller has checked
+    /// (the transport parser checks every header's length at once).
+    #[inline(always)]
+    pub(crate) fn parse_unchecked<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Repr {
+        Repr {
             qkey: p.qkey(),
             resv: p.resv(),
             src_qp: p.src_qp(),
-        })
+        }
     }
     /// Always [`HEADER_LEN`].
     pub const fn buffer_len(&self) -> usize {

@@ -90,7 +90,13 @@ impl Repr {
     /// Parses a FETH.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
         p.check_len()?;
-        Ok(Repr::from_raw(p.raw()))
+        Ok(Repr::parse_unchecked(p))
+    }
+    /// [`parse`](Self::parse) without the length check, for a view the caller has checked
+    /// (the transport parser checks every header's length at once).
+    #[inline(always)]
+    pub(crate) fn parse_unchecked<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Repr {
+        Repr::from_raw(p.raw())
     }
     /// From the big-endian word's value.
     pub const fn from_raw(w: u32) -> Repr {

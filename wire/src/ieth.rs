@@ -32,7 +32,13 @@ impl Repr {
     /// Parses an IETH.
     pub fn parse<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Result<Repr> {
         p.check_len()?;
-        Ok(Repr { rkey: p.rkey() })
+        Ok(Repr::parse_unchecked(p))
+    }
+    /// [`parse`](Self::parse) without the length check, for a view the caller has checked
+    /// (the transport parser checks every header's length at once).
+    #[inline(always)]
+    pub(crate) fn parse_unchecked<T: AsRef<[u8]> + ?Sized>(p: &Packet<&T>) -> Repr {
+        Repr { rkey: p.rkey() }
     }
     /// Always [`HEADER_LEN`].
     pub const fn buffer_len(&self) -> usize {

@@ -50,6 +50,7 @@ pub mod rdeth;
 pub mod reth;
 mod store16;
 pub mod transport;
+pub mod xrceth;
 
 #[cfg(feature = "std")]
 pub mod frame;

@@ -2,10 +2,9 @@
 //!
 //! The view ([`Packet`]) locates every header through the [opcode table](crate::opcode); the
 //! [`Repr`] is the parsed meaning of a well-formed packet and can emit it again byte for byte.
-use crate::field::{put16, put24, put32, put64};
 use crate::opcode::{hdr_len, offsets_of, Offsets, OpFlags, OpInfo, Opcode, Support};
 use crate::{aeth, atomic_ack_eth, atomic_eth, bth, deth, feth, ieth, immdt, rdeth, reth};
-use crate::{field, Error, Result, ICRC_LEN};
+use crate::{field, xrceth, Error, Result, ICRC_LEN};
 use core::fmt;
 
 /// Pad needed to bring `payload_len` to a multiple of four.
@@ -62,9 +61,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
         let b = self.buffer.as_ref();
         let info = self.info();
         if info.support == Support::Unknown {
-            return Err(Error::UnknownOpcode(b[0]));
+            return Err(Error::UnknownOpcode(self.opcode().0));
         }
-        let tver = b[1] & 0x0F;
+        let tver = self.bth().tver();
         if tver != 0 {
             return Err(Error::BadTver(tver));
         }
@@ -92,7 +91,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     /// The opcode.
     #[inline]
     pub fn opcode(&self) -> Opcode {
-        Opcode(self.buffer.as_ref()[0])
+        self.bth().opcode()
     }
 
     /// The opcode's table entry.
@@ -165,7 +164,7 @@ impl<T: AsRef<[u8]>> Packet<T> {
     pub fn xrc_srqn(&self) -> Option<u32> {
         offsets_of(self.opcode())
             .xrceth
-            .map(|o| field::u24_at(self.buffer.as_ref(), o + 1..o + 4))
+            .map(|o| xrceth::Packet::new_unchecked(&self.buffer.as_ref()[o..]).srqn())
     }
     /// FETH, when the opcode carries one (FLUSH).
     #[inline]
@@ -217,9 +216,9 @@ impl<T: AsRef<[u8]>> Packet<T> {
 impl<'a, T: AsRef<[u8]> + ?Sized> Packet<&'a T> {
     /// The payload (without pad), borrowing the underlying buffer.
     pub fn payload(&self) -> &'a [u8] {
-        let b = self.buffer.as_ref();
+        let b: &'a [u8] = self.buffer.as_ref();
         let off = self.opcode().info().hdr_len as usize;
-        let pad = (b[1] >> 4 & 3) as usize;
+        let pad = self.bth().pad_cnt() as usize;
         &b[off..b.len() - ICRC_LEN - pad]
     }
 }
@@ -317,23 +316,23 @@ impl Repr {
         if b.len() < bth::HEADER_LEN {
             return Err(Error::Truncated);
         }
-        let info = Opcode(b[0]).info();
+        let bth = bth::Packet::new_unchecked(b);
+        let info = bth.opcode().info();
         let f = info.flags;
         let hdr = info.hdr_len as usize;
         if b.len() < hdr + ICRC_LEN {
             return Err(Error::Truncated);
         }
-        let fl = b[1];
-        let pad = (fl >> 4) & 3;
+        let pad = bth.pad_cnt();
         let body = b.len() - hdr - ICRC_LEN; // payload + pad
         if pad as usize > body {
             return Err(Error::BadPad);
         }
         if info.support == Support::Unknown {
-            return Err(Error::UnknownOpcode(b[0]));
+            return Err(Error::UnknownOpcode(bth.opcode().0));
         }
-        if fl & 0x0F != 0 {
-            return Err(Error::BadTver(fl & 0x0F));
+        if bth.tver() != 0 {
+            return Err(Error::BadTver(bth.tver()));
         }
         if body & 3 != 0 {
             return Err(Error::BadPad);
@@ -341,117 +340,62 @@ impl Repr {
         if !f.contains(OpFlags::PAYLOAD) && body != 0 {
             return Err(Error::BadLength);
         }
-        // every header lies within b[..hdr] (the table's hdr_len is their sum)
+        // every header lies within b[..hdr] (the table's hdr_len is their sum); each is read
+        // by its own module
         let h = &b[..hdr];
-        self.bth = bth::Repr {
-            opcode: Opcode(h[0]),
-            se: fl & 0x80 != 0,
-            migreq: fl & 0x40 != 0,
-            pad_cnt: pad,
-            pkey: be16(h, 2),
-            fecn: h[4] & 0x80 != 0,
-            becn: h[4] & 0x40 != 0,
-            resv6a: h[4] & 0x3F,
-            dest_qp: be24(h, 5),
-            ack_req: h[8] & 0x80 != 0,
-            resv7: h[8] & 0x7F,
-            psn: crate::Psn::new(be24(h, 9)),
-        };
+        self.bth = bth::Repr::parse_unchecked(&bth);
         self.payload_len = body - pad as usize;
         // In the order the IBA fixes them (as `OpInfo::offsets` lays them out).
         let mut at = bth::HEADER_LEN;
-        self.rdeth = if f.contains(OpFlags::RDETH) {
-            at += hdr_len::RDETH;
-            Some(rdeth::Repr {
-                resv: h[at - 4],
-                ee_context: be24(h, at - 3),
-            })
-        } else {
-            None
-        };
-        self.deth = if f.contains(OpFlags::DETH) {
-            at += hdr_len::DETH;
-            Some(deth::Repr {
-                qkey: be32(h, at - 8),
-                resv: h[at - 4],
-                src_qp: be24(h, at - 3),
-            })
-        } else {
-            None
-        };
-        self.xrceth = if f.contains(OpFlags::XRCETH) {
-            at += hdr_len::XRCETH;
-            Some(be32(h, at - 4))
-        } else {
-            None
-        };
-        self.feth = if f.contains(OpFlags::FETH) {
-            at += hdr_len::FETH;
-            Some(feth::Repr::from_raw(be32(h, at - 4)))
-        } else {
-            None
-        };
-        self.reth = if f.contains(OpFlags::RETH) {
-            at += hdr_len::RETH;
-            Some(reth::Repr {
-                va: be64(h, at - 16),
-                rkey: be32(h, at - 8),
-                dma_len: be32(h, at - 4),
-            })
-        } else {
-            None
-        };
-        self.atomic_eth = if f.contains(OpFlags::ATMETH) {
-            at += hdr_len::ATMETH;
-            Some(atomic_eth::Repr {
-                va: be64(h, at - 28),
-                rkey: be32(h, at - 20),
-                swap_add: be64(h, at - 16),
-                compare: be64(h, at - 8),
-            })
-        } else {
-            None
-        };
-        self.aeth = if f.contains(OpFlags::AETH) {
-            at += hdr_len::AETH;
-            Some(aeth::Repr {
-                syndrome: aeth::Syndrome::from_byte(h[at - 4]),
-                msn: be24(h, at - 3),
-            })
-        } else {
-            None
-        };
-        self.atomic_ack_eth = if f.contains(OpFlags::ATMACK) {
-            at += hdr_len::ATMACK;
-            Some(atomic_ack_eth::Repr {
-                orig: be64(h, at - 8),
-            })
-        } else {
-            None
-        };
-        self.immdt = if f.contains(OpFlags::IMMDT) {
-            at += hdr_len::IMMDT;
-            Some(immdt::Repr {
-                imm: be32(h, at - 4),
-            })
-        } else {
-            None
-        };
-        self.ieth = if f.contains(OpFlags::IETH) {
-            at += hdr_len::IETH;
-            Some(ieth::Repr {
-                rkey: be32(h, at - 4),
-            })
-        } else {
-            None
-        };
-        self.cnp_reserved = if f.contains(OpFlags::CNP) {
-            let mut c = [0u8; 16];
-            c.copy_from_slice(&h[at..at + hdr_len::CNP_PAD]);
-            Some(c)
-        } else {
-            None
-        };
+        /// The next header of the opcode, when it carries one: read at `at`, which moves past it.
+        macro_rules! next {
+            ($flag:ident, $len:expr, |$p:ident| $read:expr) => {
+                if f.contains(OpFlags::$flag) {
+                    let $p = &h[at..at + $len];
+                    at += $len;
+                    Some($read)
+                } else {
+                    None
+                }
+            };
+        }
+        self.rdeth = next!(RDETH, hdr_len::RDETH, |x| rdeth::Repr::parse_unchecked(
+            &rdeth::Packet::new_unchecked(x)
+        ));
+        self.deth = next!(DETH, hdr_len::DETH, |x| deth::Repr::parse_unchecked(
+            &deth::Packet::new_unchecked(x)
+        ));
+        self.xrceth = next!(XRCETH, hdr_len::XRCETH, |x| xrceth::Packet::new_unchecked(
+            x
+        )
+        .raw());
+        self.feth = next!(FETH, hdr_len::FETH, |x| feth::Repr::parse_unchecked(
+            &feth::Packet::new_unchecked(x)
+        ));
+        self.reth = next!(RETH, hdr_len::RETH, |x| reth::Repr::parse_unchecked(
+            &reth::Packet::new_unchecked(x)
+        ));
+        self.atomic_eth = next!(ATMETH, hdr_len::ATMETH, |x| {
+            atomic_eth::Repr::parse_unchecked(&atomic_eth::Packet::new_unchecked(x))
+        });
+        self.aeth = next!(AETH, hdr_len::AETH, |x| aeth::Repr::parse_unchecked(
+            &aeth::Packet::new_unchecked(x)
+        ));
+        self.atomic_ack_eth = next!(ATMACK, hdr_len::ATMACK, |x| {
+            atomic_ack_eth::Repr::parse_unchecked(&atomic_ack_eth::Packet::new_unchecked(x))
+        });
+        self.immdt = next!(IMMDT, hdr_len::IMMDT, |x| immdt::Repr::parse_unchecked(
+            &immdt::Packet::new_unchecked(x)
+        ));
+        self.ieth = next!(IETH, hdr_len::IETH, |x| ieth::Repr::parse_unchecked(
+            &ieth::Packet::new_unchecked(x)
+        ));
+        self.cnp_reserved = next!(CNP, hdr_len::CNP_PAD, |x| {
+            let mut c = [0u8; hdr_len::CNP_PAD];
+            c.copy_from_slice(x);
+            c
+        });
+        let _ = at;
         Ok(())
     }
 
@@ -493,76 +437,67 @@ impl Repr {
         let f = info.flags;
         let hdr = info.hdr_len as usize;
         {
-            let t = &self.bth;
             let h = &mut b[..hdr];
-            h[0] = t.opcode.0;
-            h[1] = (t.se as u8) << 7 | (t.migreq as u8) << 6 | (t.pad_cnt & 3) << 4;
-            put16(h, 2, t.pkey);
-            h[4] = (t.fecn as u8) << 7 | (t.becn as u8) << 6 | (t.resv6a & 0x3F);
-            put24(h, 5, t.dest_qp);
-            h[8] = (t.ack_req as u8) << 7 | (t.resv7 & 0x7F);
-            put24(h, 9, t.psn.value());
+            self.bth.emit(&mut bth::Packet::new_unchecked(&mut *h));
             let mut at = bth::HEADER_LEN;
-            if f.contains(OpFlags::RDETH) {
-                let x = self.rdeth.unwrap_or_default();
-                h[at] = x.resv;
-                put24(h, at + 1, x.ee_context);
-                at += hdr_len::RDETH;
+            /// The next header of the opcode, when it carries one: written at `at` by its own
+            /// module, and `at` moves past it.
+            macro_rules! next {
+                ($flag:ident, $len:expr, |$p:ident| $write:expr) => {
+                    if f.contains(OpFlags::$flag) {
+                        let $p = &mut h[at..at + $len];
+                        $write;
+                        at += $len;
+                    }
+                };
             }
-            if f.contains(OpFlags::DETH) {
-                let x = self.deth.unwrap_or_default();
-                put32(h, at, x.qkey);
-                h[at + 4] = x.resv;
-                put24(h, at + 5, x.src_qp);
-                at += hdr_len::DETH;
-            }
-            if f.contains(OpFlags::XRCETH) {
-                put32(h, at, self.xrceth.unwrap_or(0));
-                at += hdr_len::XRCETH;
-            }
-            if f.contains(OpFlags::FETH) {
-                put32(h, at, self.feth.unwrap_or_default().to_raw());
-                at += hdr_len::FETH;
-            }
-            if f.contains(OpFlags::RETH) {
-                let x = self.reth.unwrap_or_default();
-                put64(h, at, x.va);
-                put32(h, at + 8, x.rkey);
-                put32(h, at + 12, x.dma_len);
-                at += hdr_len::RETH;
-            }
-            if f.contains(OpFlags::ATMETH) {
-                let x = self.atomic_eth.unwrap_or_default();
-                put64(h, at, x.va);
-                put32(h, at + 8, x.rkey);
-                put64(h, at + 12, x.swap_add);
-                put64(h, at + 20, x.compare);
-                at += hdr_len::ATMETH;
-            }
-            if f.contains(OpFlags::AETH) {
-                let x = self.aeth.unwrap_or(aeth::Repr {
+            next!(RDETH, hdr_len::RDETH, |x| self
+                .rdeth
+                .unwrap_or_default()
+                .emit(&mut rdeth::Packet::new_unchecked(x)));
+            next!(DETH, hdr_len::DETH, |x| self
+                .deth
+                .unwrap_or_default()
+                .emit(&mut deth::Packet::new_unchecked(x)));
+            next!(XRCETH, hdr_len::XRCETH, |x| xrceth::Packet::new_unchecked(
+                x
+            )
+            .set_raw(self.xrceth.unwrap_or(0)));
+            next!(FETH, hdr_len::FETH, |x| self
+                .feth
+                .unwrap_or_default()
+                .emit(&mut feth::Packet::new_unchecked(x)));
+            next!(RETH, hdr_len::RETH, |x| self
+                .reth
+                .unwrap_or_default()
+                .emit(&mut reth::Packet::new_unchecked(x)));
+            next!(ATMETH, hdr_len::ATMETH, |x| self
+                .atomic_eth
+                .unwrap_or_default()
+                .emit(&mut atomic_eth::Packet::new_unchecked(x)));
+            next!(AETH, hdr_len::AETH, |x| self
+                .aeth
+                .unwrap_or(aeth::Repr {
                     syndrome: aeth::Syndrome::ACK,
                     msn: 0,
-                });
-                h[at] = x.syndrome.to_byte();
-                put24(h, at + 1, x.msn);
-                at += hdr_len::AETH;
-            }
-            if f.contains(OpFlags::ATMACK) {
-                put64(h, at, self.atomic_ack_eth.unwrap_or_default().orig);
-                at += hdr_len::ATMACK;
-            }
-            if f.contains(OpFlags::IMMDT) {
-                put32(h, at, self.immdt.unwrap_or_default().imm);
-                at += hdr_len::IMMDT;
-            }
-            if f.contains(OpFlags::IETH) {
-                put32(h, at, self.ieth.unwrap_or_default().rkey);
-                at += hdr_len::IETH;
-            }
-            if f.contains(OpFlags::CNP) {
-                h[at..at + hdr_len::CNP_PAD].copy_from_slice(&self.cnp_reserved.unwrap_or([0; 16]));
-            }
+                })
+                .emit(&mut aeth::Packet::new_unchecked(x)));
+            next!(ATMACK, hdr_len::ATMACK, |x| self
+                .atomic_ack_eth
+                .unwrap_or_default()
+                .emit(&mut atomic_ack_eth::Packet::new_unchecked(x)));
+            next!(IMMDT, hdr_len::IMMDT, |x| self
+                .immdt
+                .unwrap_or_default()
+                .emit(&mut immdt::Packet::new_unchecked(x)));
+            next!(IETH, hdr_len::IETH, |x| self
+                .ieth
+                .unwrap_or_default()
+                .emit(&mut ieth::Packet::new_unchecked(x)));
+            next!(CNP, hdr_len::CNP_PAD, |x| x.copy_from_slice(
+                &self.cnp_reserved.unwrap_or([0; hdr_len::CNP_PAD])
+            ));
+            let _ = at;
         }
         let pad_at = hdr + self.payload_len;
         b[pad_at..pad_at + self.bth.pad_cnt as usize].fill(0);
@@ -583,41 +518,22 @@ pub fn emit_rc_ack(
 ) -> Option<usize> {
     const LEN: usize = bth::HEADER_LEN + aeth::HEADER_LEN + ICRC_LEN;
     let b: &mut [u8; LEN] = buf.get_mut(..LEN)?.try_into().ok()?;
-    // Two 8-byte stores: opcode, flags (0), P_Key, resv (0), destination QP | AckReq/resv (0),
-    // PSN, syndrome, MSN. The ICRC routine reads the BTH right away, 8 and 4 bytes at a time;
-    // a load inside one earlier store is forwarded from it, one spanning several narrower
-    // stores waits until they reach the cache.
-    let w0 = (Opcode::RC_ACKNOWLEDGE.0 as u64) << 56
-        | (crate::DEFAULT_PKEY as u64) << 32
-        | (dest_qp & 0xFF_FFFF) as u64;
+    // Two 8-byte stores (see `bth::fast`): the ICRC routine reads the BTH right away.
+    let w = bth::fast::Words::new(
+        Opcode::RC_ACKNOWLEDGE,
+        false,
+        0,
+        crate::DEFAULT_PKEY,
+        dest_qp,
+        false,
+        psn,
+    );
     // Syndrome::from_byte(s).to_byte() == s for every byte
-    let w1 = ((psn.value() & 0xFF_FFFF) as u64) << 32
-        | (syndrome as u64) << 24
-        | (msn & 0xFF_FFFF) as u64;
-    b[0..8].copy_from_slice(&w0.to_be_bytes());
-    b[8..16].copy_from_slice(&w1.to_be_bytes());
+    let first = (&mut b[..bth::HEADER_LEN + aeth::HEADER_LEN])
+        .try_into()
+        .ok()?;
+    w.store_with(first, aeth::word(syndrome, msn));
     Some(LEN)
-}
-
-#[inline(always)]
-fn be16(b: &[u8], at: usize) -> u16 {
-    u16::from_be_bytes([b[at], b[at + 1]])
-}
-#[inline(always)]
-fn be24(b: &[u8], at: usize) -> u32 {
-    u32::from_be_bytes([0, b[at], b[at + 1], b[at + 2]])
-}
-#[inline(always)]
-fn be32(b: &[u8], at: usize) -> u32 {
-    let mut a = [0u8; 4];
-    a.copy_from_slice(&b[at..at + 4]);
-    u32::from_be_bytes(a)
-}
-#[inline(always)]
-fn be64(b: &[u8], at: usize) -> u64 {
-    let mut a = [0u8; 8];
-    a.copy_from_slice(&b[at..at + 8]);
-    u64::from_be_bytes(a)
 }
 
 impl fmt::Display for Repr {

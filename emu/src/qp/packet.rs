@@ -3,9 +3,9 @@
 //! would build (tested below against it), without assembling a `Repr` per packet.
 use crate::queue::SendWqe;
 use crate::verbs::WrOpcode;
-use roce_wire::field::{put24, put32, put64};
 use roce_wire::opcode::hdr_len;
 use roce_wire::transport::pad_for;
+use roce_wire::{atomic_eth, bth, deth, feth, ieth, immdt, reth};
 use roce_wire::{OpFlags, Opcode, Psn, ICRC_LEN};
 
 /// Everything the headers of one request packet hold.
@@ -37,35 +37,41 @@ impl RequestHeaders<'_> {
         let len = hdr + payload + pad as usize + ICRC_LEN;
         let b = buf.get_mut(..len)?;
         let w = self.wqe;
-        // the BTH as three big-endian words: opcode, SE/M/pad/TVer, P_Key | FECN/BECN/resv
-        // (0), destination QP | AckReq/resv7, PSN
-        let bth0 = (self.op.0 as u32) << 24
-            | ((self.se as u32) << 7 | (pad as u32) << 4) << 16
-            | roce_wire::DEFAULT_PKEY as u32;
-        let bth1 = self.dest_qp & 0xFF_FFFF;
-        let bth2 = (self.ack_req as u32) << 31 | self.psn.value() & 0xFF_FFFF;
+        // the BTH in one 8-byte and one 4-byte store (see `bth::fast`), each extension header
+        // by its own module
         let h: &mut [u8; hdr_len::BTH] = (&mut b[..hdr_len::BTH]).try_into().ok()?;
-        // the first two words in one 8-byte store: the ICRC routine reads the BTH right after,
-        // 8 and 4 bytes at a time, and a load spanning two narrower stores is not forwarded
-        // from them (it waits until they reach the cache)
-        h[0..8].copy_from_slice(&((bth0 as u64) << 32 | bth1 as u64).to_be_bytes());
-        h[8..12].copy_from_slice(&bth2.to_be_bytes());
+        bth::fast::Words::new(
+            self.op,
+            self.se,
+            pad,
+            roce_wire::DEFAULT_PKEY,
+            self.dest_qp,
+            self.ack_req,
+            self.psn,
+        )
+        .store(h);
         let mut at = hdr_len::BTH;
         if f.contains(OpFlags::DETH) {
-            put32(b, at, w.remote_qkey);
-            b[at + 4] = 0;
-            put24(b, at + 5, self.src_qp);
+            deth::Repr {
+                qkey: w.remote_qkey,
+                resv: 0,
+                src_qp: self.src_qp,
+            }
+            .emit(&mut deth::Packet::new_unchecked(&mut b[at..]));
             at += hdr_len::DETH;
         }
         if f.contains(OpFlags::FETH) {
             // a FLUSH WQE keeps its FETH word in `imm`
-            put32(b, at, w.imm);
+            feth::Repr::from_raw(w.imm).emit(&mut feth::Packet::new_unchecked(&mut b[at..]));
             at += hdr_len::FETH;
         }
         if f.contains(OpFlags::RETH) {
-            put64(b, at, w.remote_addr.wrapping_add(w.sent as u64));
-            put32(b, at + 8, w.rkey);
-            put32(b, at + 12, self.resid);
+            reth::Repr {
+                va: w.remote_addr.wrapping_add(w.sent as u64),
+                rkey: w.rkey,
+                dma_len: self.resid,
+            }
+            .emit(&mut reth::Packet::new_unchecked(&mut b[at..]));
             at += hdr_len::RETH;
         }
         if f.contains(OpFlags::ATMETH) {
@@ -73,18 +79,21 @@ impl RequestHeaders<'_> {
                 WrOpcode::AtomicCmpAndSwp => (w.swap, w.compare_add),
                 _ => (w.compare_add, 0),
             };
-            put64(b, at, w.remote_addr);
-            put32(b, at + 8, w.rkey);
-            put64(b, at + 12, swap_add);
-            put64(b, at + 20, compare);
+            atomic_eth::Repr {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                swap_add,
+                compare,
+            }
+            .emit(&mut atomic_eth::Packet::new_unchecked(&mut b[at..]));
             at += hdr_len::ATMETH;
         }
         if f.contains(OpFlags::IMMDT) {
-            put32(b, at, w.imm);
+            immdt::Packet::new_unchecked(&mut b[at..]).set_imm(w.imm);
             at += hdr_len::IMMDT;
         }
         if f.contains(OpFlags::IETH) {
-            put32(b, at, w.inv_rkey);
+            ieth::Packet::new_unchecked(&mut b[at..]).set_rkey(w.inv_rkey);
         }
         if pad != 0 {
             b[hdr + payload..hdr + payload + pad as usize].fill(0);
@@ -98,7 +107,6 @@ mod test {
     use super::*;
     use crate::verbs::SendFlags;
     use roce_wire::transport::Repr;
-    use roce_wire::{atomic_eth, bth, deth, ieth, immdt, reth};
 
     /// What the requester built before: a `Repr` emitted by `roce_wire`.
     fn via_repr(h: &RequestHeaders<'_>, buf: &mut [u8]) -> Option<usize> {
