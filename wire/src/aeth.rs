@@ -27,7 +27,22 @@ pub const RNR_TIMER_USEC: [u32; 32] = [
 
 /// Microseconds an RNR NAK with timer `code` asks the requester to wait.
 pub const fn rnr_timer_usec(code: u8) -> u32 {
-    RNR_TIMER_USEC[(code & 0x1F) as usize]
+    RNR_TIMER_USEC[(code & kind::VALUE) as usize]
+}
+
+/// The syndrome byte: bits 7:5 say what kind of acknowledgement it is, bits 4:0 carry the
+/// credit count, RNR timer code or NAK code.
+mod kind {
+    /// Shift of the kind bits.
+    pub const SHIFT: u32 = 5;
+    /// Mask of the value bits (credits, timer or NAK code).
+    pub const VALUE: u8 = 0x1F;
+    /// 000: ACK.
+    pub const ACK: u8 = 0b000;
+    /// 001: RNR NAK.
+    pub const RNR_NAK: u8 = 0b001;
+    /// 011: NAK.
+    pub const NAK: u8 = 0b011;
 }
 
 /// NAK codes (syndrome 011xxxxx).
@@ -50,7 +65,7 @@ pub enum NakCode {
 impl NakCode {
     /// From the low five bits.
     pub const fn from_bits(v: u8) -> NakCode {
-        match v & 0x1F {
+        match v & kind::VALUE {
             0 => NakCode::PsnSeqError,
             1 => NakCode::InvalidRequest,
             2 => NakCode::RemoteAccessError,
@@ -67,7 +82,7 @@ impl NakCode {
             NakCode::RemoteAccessError => 2,
             NakCode::RemoteOperationalError => 3,
             NakCode::InvalidRdRequest => 4,
-            NakCode::Reserved(v) => v & 0x1F,
+            NakCode::Reserved(v) => v & kind::VALUE,
         }
     }
 }
@@ -94,19 +109,23 @@ pub enum Syndrome {
 impl Syndrome {
     /// Decodes a syndrome byte.
     pub const fn from_byte(b: u8) -> Syndrome {
-        match b >> 5 {
-            0 => Syndrome::Ack { credits: b & 0x1F },
-            1 => Syndrome::RnrNak { timer: b & 0x1F },
-            3 => Syndrome::Nak(NakCode::from_bits(b)),
+        match b >> kind::SHIFT {
+            kind::ACK => Syndrome::Ack {
+                credits: b & kind::VALUE,
+            },
+            kind::RNR_NAK => Syndrome::RnrNak {
+                timer: b & kind::VALUE,
+            },
+            kind::NAK => Syndrome::Nak(NakCode::from_bits(b)),
             _ => Syndrome::Reserved(b),
         }
     }
     /// Encodes a syndrome byte.
     pub const fn to_byte(self) -> u8 {
         match self {
-            Syndrome::Ack { credits } => credits & 0x1F,
-            Syndrome::RnrNak { timer } => 0x20 | (timer & 0x1F),
-            Syndrome::Nak(c) => 0x60 | c.bits(),
+            Syndrome::Ack { credits } => kind::ACK << kind::SHIFT | credits & kind::VALUE,
+            Syndrome::RnrNak { timer } => kind::RNR_NAK << kind::SHIFT | timer & kind::VALUE,
+            Syndrome::Nak(c) => kind::NAK << kind::SHIFT | c.bits(),
             Syndrome::Reserved(b) => b,
         }
     }
@@ -114,6 +133,10 @@ impl Syndrome {
     pub const ACK: Syndrome = Syndrome::Ack {
         credits: CREDITS_INVALID,
     };
+    /// Whether this is a positive acknowledgement (syndrome 000xxxxx).
+    pub const fn is_ack(self) -> bool {
+        matches!(self, Syndrome::Ack { .. })
+    }
 }
 
 impl fmt::Display for Syndrome {
@@ -222,6 +245,10 @@ mod test {
         }
         assert_eq!(Syndrome::from_byte(0x1F), Syndrome::ACK);
         assert_eq!(Syndrome::from_byte(0x2C), Syndrome::RnrNak { timer: 12 });
+        for b in 0..=255u8 {
+            // an ACK is 000xxxxx
+            assert_eq!(Syndrome::from_byte(b).is_ack(), b >> 5 == 0, "{b:#x}");
+        }
         assert_eq!(
             Syndrome::from_byte(0x60),
             Syndrome::Nak(NakCode::PsnSeqError)

@@ -271,8 +271,7 @@ impl Qp {
         p.opcode() == Opcode::RC_ACKNOWLEDGE
             && self.comp.opcode.is_none()
             && psn.diff(self.comp.psn) >= 0
-            // an ACK syndrome is 000xxxxx
-            && matches!(p.aeth(), Some(a) if a.syndrome_byte() >> 5 == 0)
+            && matches!(p.aeth(), Some(a) if a.syndrome().is_ack())
     }
 
     /// For a [`plain_ack`](Self::plain_ack) at `psn`: completes the oldest WQEs while they are

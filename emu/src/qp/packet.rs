@@ -107,6 +107,7 @@ mod test {
     use super::*;
     use crate::verbs::SendFlags;
     use roce_wire::transport::Repr;
+    use roce_wire::Transport;
 
     /// What the requester built before: a `Repr` emitted by `roce_wire`.
     fn via_repr(h: &RequestHeaders<'_>, buf: &mut [u8]) -> Option<usize> {
@@ -165,9 +166,9 @@ mod test {
             WrOpcode::RdmaWriteWithImm,
         ];
         let mut n = 0;
-        for t in [0x00u8, 0x20, 0x60] {
+        for t in [Transport::Rc, Transport::Uc, Transport::Ud] {
             for low in 0..0x20u8 {
-                let op = Opcode(t | low);
+                let op = Opcode::with_transport(t, low);
                 // what `next_opcode` produces: SEND/WRITE/READ/atomics/SEND with invalidate
                 // ... and FLUSH, ATOMIC WRITE
                 let requester_op =

@@ -7,7 +7,6 @@ use crate::diag::BadRequest;
 use crate::mem::{MemErr, MrEntry};
 use crate::net::RxMeta;
 use crate::verbs::*;
-use roce_wire::aeth;
 use roce_wire::transport::Packet;
 
 /// A received transport packet (BTH..ICRC), well-formed: `check_len` and `check_repr` passed.
@@ -17,13 +16,16 @@ use std::net::IpAddr;
 
 mod errors;
 mod placement;
-use errors::{RespErr, NAK_PSN_SEQ};
+use super::response::syndrome::{self, NAK_PSN_SEQ};
+use errors::RespErr;
 
+/// A SEND FIRST or MIDDLE: a SEND message is still open after it.
 fn is_send_mid(op: Opcode) -> bool {
-    matches!(op.0 & 0x1F, 0x00 | 0x01)
+    op.has(OpFlags::SEND) && !op.has(OpFlags::END)
 }
+/// An RDMA WRITE FIRST or MIDDLE: a WRITE message is still open after it.
 fn is_write_mid(op: Opcode) -> bool {
-    matches!(op.0 & 0x1F, 0x06 | 0x07)
+    op.has(OpFlags::WRITE) && !op.has(OpFlags::END)
 }
 
 impl Qp {
@@ -221,7 +223,7 @@ impl Qp {
             self.complete_recv_sl(ctx, p, WcStatus::Success, sl);
         }
         if rc && bth.ack_req() && self.state != QpState::Err {
-            self.ack(ctx, psn, aeth::CREDITS_INVALID);
+            self.ack(ctx, psn, syndrome::ACK);
         }
         Ok(())
     }
@@ -434,7 +436,8 @@ impl Qp {
         }
         let (e, off) = mr.ok_or(RespErr::RkeyViolation)?;
         let op = p.opcode();
-        let orig = if op.0 & 0x1F == 0x13 {
+        // atomics are RC only
+        let orig = if op == Opcode::RC_COMPARE_SWAP {
             e.mem.atomic_cmp_swap(off, a.compare, a.swap_add)
         } else {
             e.mem.atomic_fetch_add(off, a.swap_add)
@@ -466,7 +469,7 @@ impl Qp {
         let psn = p.bth().psn();
         if flags.intersects(OpFlags::SEND | OpFlags::WRITE) {
             let prev = self.resp.ack_psn - 1;
-            self.ack(ctx, prev, aeth::CREDITS_INVALID);
+            self.ack(ctx, prev, syndrome::ACK);
             return;
         }
         let found =
@@ -675,4 +678,24 @@ fn atomic_eth_of(p: &Pkt<'_>) -> roce_wire::atomic_eth::Repr {
             swap_add: v.swap_add(),
             compare: v.compare(),
         })
+}
+
+#[cfg(test)]
+mod test {
+    use super::*;
+
+    #[test]
+    fn open_message_opcodes_are_the_first_and_middle_ones() {
+        for t in [roce_wire::Transport::Rc, roce_wire::Transport::Uc] {
+            for low in 0..0x20u8 {
+                let op = Opcode::with_transport(t, low);
+                if op.info().support != roce_wire::Support::Supported {
+                    continue;
+                }
+                // SEND FIRST/MIDDLE are operations 0x00/0x01, RDMA WRITE FIRST/MIDDLE 0x06/0x07
+                assert_eq!(is_send_mid(op), matches!(low, 0x00 | 0x01), "{op:?}");
+                assert_eq!(is_write_mid(op), matches!(low, 0x06 | 0x07), "{op:?}");
+            }
+        }
+    }
 }

@@ -3,9 +3,24 @@
 //! polled for transmission. READ responses read memory when each packet is built.
 use super::{Ctx, Job, Qp};
 use crate::verbs::*;
-use roce_wire::aeth::{self, NakCode, Syndrome};
+use roce_wire::aeth::{self, Syndrome};
 use roce_wire::transport::Repr;
 use roce_wire::{atomic_ack_eth, bth, OpFlags, Opcode, Psn};
+
+/// The syndrome bytes the responder queues (a [`Job`] keeps the byte, as the packet carries it).
+pub(super) mod syndrome {
+    use roce_wire::aeth::{NakCode, Syndrome};
+    /// rxe's ACK (credits invalid).
+    pub const ACK: u8 = Syndrome::ACK.to_byte();
+    /// NAK PSN sequence error.
+    pub const NAK_PSN_SEQ: u8 = Syndrome::Nak(NakCode::PsnSeqError).to_byte();
+    /// NAK invalid request.
+    pub const NAK_INV_REQ: u8 = Syndrome::Nak(NakCode::InvalidRequest).to_byte();
+    /// NAK remote access error.
+    pub const NAK_REM_ACC: u8 = Syndrome::Nak(NakCode::RemoteAccessError).to_byte();
+    /// NAK remote operational error.
+    pub const NAK_REM_OP: u8 = Syndrome::Nak(NakCode::RemoteOperationalError).to_byte();
+}
 
 impl Qp {
     // Always inlined: an out-of-line call takes the job by reference, and reading it back as
@@ -16,7 +31,7 @@ impl Qp {
         if let (Job::Ack { syndrome: s, .. }, Some(Job::Ack { syndrome: t, .. })) =
             (job, self.resp.jobs.back())
         {
-            if s == aeth::CREDITS_INVALID && *t == aeth::CREDITS_INVALID {
+            if s == syndrome::ACK && *t == syndrome::ACK {
                 // coalesce a backlog of positive ACKs: the later one acknowledges everything
                 *self.resp.jobs.back_mut().expect("non-empty") = job;
                 return;
@@ -120,7 +135,7 @@ impl Qp {
                                 // (room: one job just left)
                                 self.resp.jobs.push_front(Job::Ack {
                                     psn,
-                                    syndrome: NakCode::RemoteAccessError.bits() | 0x60,
+                                    syndrome: syndrome::NAK_REM_ACC,
                                     msn,
                                 });
                                 self.to_error(ctx);
@@ -145,5 +160,26 @@ impl Qp {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod test {
+    use super::syndrome::*;
+    use roce_wire::aeth::{NakCode, Syndrome};
+
+    #[test]
+    fn queued_syndromes_are_the_iba_bytes() {
+        // IBA 9.7.5.2.1: 000xxxxx ACK (credits 0x1F = invalid), 011xxxxx NAK with its code
+        assert_eq!(ACK, 0x1F);
+        assert_eq!(NAK_PSN_SEQ, 0x60);
+        assert_eq!(NAK_INV_REQ, 0x61);
+        assert_eq!(NAK_REM_ACC, 0x62);
+        assert_eq!(NAK_REM_OP, 0x63);
+        assert_eq!(
+            Syndrome::from_byte(NAK_REM_ACC),
+            Syndrome::Nak(NakCode::RemoteAccessError)
+        );
+        assert!(Syndrome::from_byte(ACK).is_ack());
     }
 }

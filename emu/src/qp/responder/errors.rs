@@ -5,7 +5,7 @@ use super::super::{Ctx, Qp};
 use super::Pkt;
 use crate::diag::{BadRequest, Diagnostic, KeyFault};
 use crate::verbs::*;
-use roce_wire::aeth::{self, Syndrome};
+use roce_wire::aeth::Syndrome;
 use roce_wire::OpFlags;
 
 /// rxe's responder error states.
@@ -40,10 +40,7 @@ impl RespErr {
     }
 }
 
-const NAK_INV_REQ: u8 = 0x61;
-const NAK_REM_ACC: u8 = 0x62;
-const NAK_REM_OP: u8 = 0x63;
-pub(super) const NAK_PSN_SEQ: u8 = 0x60;
+use super::super::response::syndrome::{NAK_INV_REQ, NAK_REM_ACC, NAK_REM_OP};
 
 impl Qp {
     /// Why the rkey check of this request failed (for the diagnostic).
@@ -187,7 +184,7 @@ impl Qp {
                 // class J: the requester still gets its ACK; the receiver sees the error
                 self.complete_recv(ctx, p, WcStatus::RemInvReqErr);
                 if rc && p.bth().ack_req() {
-                    self.ack(ctx, psn, aeth::CREDITS_INVALID);
+                    self.ack(ctx, psn, super::super::response::syndrome::ACK);
                 }
                 self.to_error(ctx);
             }
