@@ -2,7 +2,7 @@
 //! the oldest outstanding send WQE, handles implicit acknowledgement, the retry and RNR
 //! timers and their counters, and maps NAK codes to completion statuses (C.3, C.4, C.9).
 use super::responder::Pkt;
-use super::{Ctx, Qp, MAX_RETRANS_BACKOFF, NEVER};
+use super::{Ctx, Qp, MAX_RETRANS_BACKOFF};
 use crate::diag::Diagnostic;
 use crate::queue::WqeState;
 use crate::time::Instant;
@@ -61,7 +61,7 @@ impl Qp {
     #[inline]
     pub(crate) fn arm_retrans(&mut self, now: Instant) {
         if let Some(t) = self.retrans_period() {
-            self.comp.retrans_deadline = now.add_nanos(t).0;
+            self.comp.timers.arm_retrans(now, t);
         }
     }
 
@@ -89,7 +89,7 @@ impl Qp {
         if self.req.psn.diff(self.comp.psn) > 0 {
             self.arm_retrans(now);
         } else {
-            self.comp.retrans_deadline = NEVER;
+            self.comp.timers.disarm_retrans();
         }
     }
 
@@ -236,7 +236,7 @@ impl Qp {
                         }
                         self.req.wait_rnr = true;
                         let us = roce_wire::aeth::rnr_timer_usec(code) as u64;
-                        self.comp.rnr_deadline = now.add_nanos(us * 1000).0;
+                        self.comp.timers.arm_rnr(now, us);
                         CompSt::Done
                     } else {
                         // (counted in retry_rnr_exceeded_err by the diagnostic)
@@ -604,13 +604,12 @@ impl Qp {
 
     /// Timer expiry: the local ACK timeout and the RNR NAK timer.
     pub(crate) fn on_timeout(&mut self, ctx: &mut Ctx<'_>, now: Instant) {
-        if self.comp.rnr_deadline != NEVER && self.comp.rnr_deadline <= now.0 {
-            self.comp.rnr_deadline = NEVER;
+        let expired = self.comp.timers.take_expired(now);
+        if expired.rnr {
             self.req.wait_rnr = false;
             self.req.need_retry = true;
         }
-        if self.comp.retrans_deadline != NEVER && self.comp.retrans_deadline <= now.0 {
-            self.comp.retrans_deadline = NEVER;
+        if expired.retrans {
             if self.qp_type == QpType::Rc && matches!(self.state, QpState::Rts | QpState::Sqd) {
                 if self.error_retry(ctx, Trigger::Timeout) == CompSt::Error {
                     let h = self.sq.head;

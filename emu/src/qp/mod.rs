@@ -13,6 +13,7 @@ pub(crate) mod requester;
 pub(crate) mod responder;
 mod response;
 pub(crate) mod table;
+mod timers;
 
 pub(crate) use ctx::{Ctx, Shared};
 use modify::modify_is_ok;
@@ -124,10 +125,8 @@ pub(crate) struct CompState {
     pub retry_cnt: u8,
     pub rnr_retry: u8,
     pub started_retry: bool,
-    /// Local ACK timer deadline in virtual nanoseconds, [`NEVER`] when disarmed.
-    pub retrans_deadline: u64,
-    /// RNR NAK timer deadline in virtual nanoseconds, [`NEVER`] when disarmed.
-    pub rnr_deadline: u64,
+    /// The local ACK and RNR NAK timers.
+    pub timers: Timers,
     /// Local ACK timer back-off: the timer runs `timeout_ns << backoff`, 0 ..=
     /// [`MAX_RETRANS_BACKOFF`] (deviation 16, emu README).
     pub backoff: u8,
@@ -148,8 +147,7 @@ pub(crate) struct CompState {
 /// runs at most four times the QP's `timeout`, the range IBA allows the transport timer.
 pub(crate) const MAX_RETRANS_BACKOFF: u8 = 2;
 
-/// A disarmed deadline (plain integers: the earliest of two is one `min`, no `Option` match).
-pub(crate) const NEVER: u64 = u64::MAX;
+pub(crate) use timers::{Timers, NEVER};
 
 impl Default for CompState {
     fn default() -> Self {
@@ -159,8 +157,7 @@ impl Default for CompState {
             retry_cnt: 0,
             rnr_retry: 0,
             started_retry: false,
-            retrans_deadline: NEVER,
-            rnr_deadline: NEVER,
+            timers: Timers::default(),
             backoff: 0,
             last_progress: 0,
             busy_since: 0,
@@ -514,8 +511,7 @@ impl Qp {
         }
         let was = self.state;
         self.set_state(QpState::Err);
-        self.comp.retrans_deadline = NEVER;
-        self.comp.rnr_deadline = NEVER;
+        self.comp.timers.disarm_all();
         self.flush(ctx);
         if was != QpState::Err && self.srq.is_some() {
             ctx.events.push_back(AsyncEvent::Qp {
@@ -644,14 +640,13 @@ impl Qp {
     /// Earliest armed timer, in virtual nanoseconds ([`NEVER`] when none is armed).
     #[inline]
     pub fn deadline(&self) -> u64 {
-        self.comp.retrans_deadline.min(self.comp.rnr_deadline)
+        self.comp.timers.deadline()
     }
 
     /// Earliest armed timer.
     #[inline]
     pub fn next_timeout(&self) -> Option<Instant> {
-        let d = self.deadline();
-        (d != NEVER).then_some(Instant(d))
+        self.comp.timers.next()
     }
 
     /// Bytes of per-QP state, excluding queue storage.

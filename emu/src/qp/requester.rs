@@ -4,7 +4,7 @@
 //! credits, fences, and the retry rewind to `comp.psn` (C.4), whose first packet a NAK retry
 //! sends twice.
 use super::packet::RequestHeaders;
-use super::{Ctx, Path, Qp, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS, NEVER};
+use super::{Ctx, Path, Qp, MAX_PKT_PER_ACK, MAX_UNACKED_PSNS};
 use crate::net::Transmit;
 use crate::queue::WqeState;
 use crate::time::Instant;
@@ -482,7 +482,7 @@ impl Qp {
         if end {
             self.sq.req = i.wrapping_add(1);
         }
-        if self.qp_type == QpType::Rc && self.comp.retrans_deadline == NEVER {
+        if self.qp_type == QpType::Rc && !self.comp.timers.retrans_armed() {
             self.arm_retrans(now);
         }
         let t = match &ud_path {
