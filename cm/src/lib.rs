@@ -23,12 +23,14 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::net::{IpAddr, SocketAddr};
 
+pub use mirror::{farewell, BadMirror, ConnMirror, MirrorChange, MirrorState};
 pub use roce_emu::Instant;
 /// REJ reasons (`enum ib_cm_rej_reason`), for [`Endpoint::reject_reason`].
 pub use roce_wire::cm::RejReason;
 
 mod events;
 mod ib;
+mod mirror;
 mod ports;
 mod qp_attr;
 mod rdma;
@@ -325,6 +327,7 @@ pub struct Endpoint {
     pub(crate) tx: VecDeque<MadOut>,
     pub(crate) events: VecDeque<Event>,
     pub(crate) counters: Counters,
+    pub(crate) mirror: mirror::Mirror,
 }
 
 impl Endpoint {
@@ -349,6 +352,7 @@ impl Endpoint {
             tx: VecDeque::new(),
             events: VecDeque::new(),
             counters: Counters::default(),
+            mirror: mirror::Mirror::default(),
         }
     }
 

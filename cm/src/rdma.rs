@@ -316,6 +316,7 @@ impl Endpoint {
     /// (`cma_resolve_ib_udp`); the route must be resolved (EINVAL). The REQ offers the ECE
     /// of the last [`Endpoint::connect_ece`] (none by default).
     pub fn connect(&mut self, now: Instant, id: Id, p: &ConnParam) -> Result<(), i32> {
+        self.mirror.dirty = true;
         let rid = self.ids.get(&id).ok_or(errno::EINVAL)?;
         let (Some(local), Some(peer), Some(route)) = (rid.local, rid.peer, rid.route) else {
             return Err(errno::EINVAL);
@@ -436,6 +437,7 @@ impl Endpoint {
     /// this id's `seq_num`, target ACK delay 15, retried every IBA_time(REQ Local CM Response
     /// Timeout)), or SIDR_REP status 0 with Q_Key 0x01234567 for a UD id.
     pub fn accept(&mut self, now: Instant, id: Id, p: &ConnParam) -> Result<(), i32> {
+        self.mirror.dirty = true;
         let guid = self.cfg.node_guid;
         let Endpoint { ids, tx, .. } = self;
         let rid = ids.get_mut(&id).ok_or(errno::EINVAL)?;
@@ -509,6 +511,7 @@ impl Endpoint {
     /// The active side's RTU after CONNECT_RESPONSE (librdmacm's `rdma_accept(NULL)` path →
     /// `cma_rep_recv` → `ib_send_cm_rtu`). No event: librdmacm reports ESTABLISHED itself.
     pub fn establish(&mut self, _now: Instant, id: Id) -> Result<(), i32> {
+        self.mirror.dirty = true;
         let Endpoint { ids, tx, .. } = self;
         let conn = ids
             .get_mut(&id)
@@ -539,6 +542,7 @@ impl Endpoint {
         private_data: &[u8],
         reason: RejReason,
     ) -> Result<(), i32> {
+        self.mirror.dirty = true;
         if !matches!(
             reason,
             RejReason::ConsumerDefined | RejReason::VendorOptionNotSupported
@@ -569,6 +573,7 @@ impl Endpoint {
     /// DREP if a DREQ was received (then timewait); otherwise nothing. EINVAL without a
     /// connection.
     pub fn disconnect(&mut self, now: Instant, id: Id) -> Result<(), i32> {
+        self.mirror.dirty = true;
         if self.ids.get(&id).and_then(|r| r.conn.as_ref()).is_none() {
             return Err(errno::EINVAL);
         }
@@ -615,6 +620,7 @@ impl Endpoint {
     /// established (its REP no longer retried) and reports ESTABLISHED; EISCONN if it already
     /// is, EINVAL in other states.
     pub fn notify(&mut self, _now: Instant, id: Id) -> Result<(), i32> {
+        self.mirror.dirty = true;
         let rid = self.id_mut(id)?;
         if rid.state != RdmaState::Connect {
             return Err(errno::EINVAL);
@@ -638,6 +644,7 @@ impl Endpoint {
     /// DREQ was received, SIDR_REP 2 for an unanswered SIDR_REQ. The id's queued events go, and
     /// so do children of a listener whose CONNECT_REQUEST was not polled yet (rejected).
     pub fn destroy_id(&mut self, now: Instant, id: Id) {
+        self.mirror.dirty = true;
         let Some(rid) = self.ids.get(&id) else { return };
         if rid.state == RdmaState::Listen {
             let children: Vec<Id> = self
@@ -662,35 +669,49 @@ impl Endpoint {
             return;
         };
         if let Some(conn) = rid.conn.as_mut() {
-            match conn.state {
-                CmState::SidrReqRcvd => {
-                    send_conn(tx, conn, sidr_rep_msg(conn, SidrStatus::Reject, 0, 0, &[]));
-                }
-                CmState::ReqSent | CmState::MraReqRcvd => {
-                    let ari = guid.to_be_bytes();
-                    let _ = send_rej(tx, conn, now, RejReason::Timeout, &ari, &[]);
-                }
-                CmState::ReqRcvd
-                | CmState::MraReqSent
-                | CmState::RepSent
-                | CmState::MraRepRcvd
-                | CmState::RepRcvd
-                | CmState::MraRepSent => {
-                    let _ = send_rej(tx, conn, now, RejReason::ConsumerDefined, &[], &[]);
-                }
-                CmState::Established => {
-                    // Sent once: the destroy cancels it right away.
-                    let tid = tid.unwrap_or(conn.tid);
-                    crate::timers::send(tx, conn.av.local, conn.av.peer, tid, conn.dreq());
-                }
-                CmState::DreqRcvd => send_conn(tx, conn, conn.drep()),
-                _ => {}
-            }
+            let tid = tid.unwrap_or(conn.tid);
+            send_farewell(tx, conn, now, guid, tid);
             self.comm.remove(&conn.local_id);
         }
         if let (Some(port), ps) = (rid.bound_port, rid.ps) {
             self.ports.release(ps, port, id);
         }
+    }
+}
+
+/// What `cm_destroy_id` sends for a connection in its state: REJ 4 with ARI = `guid` (REQ
+/// unanswered), REJ 28 (request or reply pending), one DREQ with `own_tid` (established; sent
+/// once, the destroy cancels it right away), a DREP (DREQ received), SIDR_REP 2 (SIDR_REQ
+/// pending); nothing in the other states. Used by [`Endpoint::destroy_id`] and, for a process
+/// that died, by [`crate::farewell`].
+pub(crate) fn send_farewell(
+    tx: &mut VecDeque<crate::MadOut>,
+    conn: &mut Conn,
+    now: Instant,
+    guid: u64,
+    own_tid: u64,
+) {
+    match conn.state {
+        CmState::SidrReqRcvd => {
+            send_conn(tx, conn, sidr_rep_msg(conn, SidrStatus::Reject, 0, 0, &[]));
+        }
+        CmState::ReqSent | CmState::MraReqRcvd => {
+            let ari = guid.to_be_bytes();
+            let _ = send_rej(tx, conn, now, RejReason::Timeout, &ari, &[]);
+        }
+        CmState::ReqRcvd
+        | CmState::MraReqSent
+        | CmState::RepSent
+        | CmState::MraRepRcvd
+        | CmState::RepRcvd
+        | CmState::MraRepSent => {
+            let _ = send_rej(tx, conn, now, RejReason::ConsumerDefined, &[], &[]);
+        }
+        CmState::Established => {
+            crate::timers::send(tx, conn.av.local, conn.av.peer, own_tid, conn.dreq());
+        }
+        CmState::DreqRcvd => send_conn(tx, conn, conn.drep()),
+        _ => {}
     }
 }
 

@@ -15,6 +15,7 @@ impl Endpoint {
     /// (class 0x07, class version 2, method Send) is counted and dropped; so are LAP/APR and
     /// messages that match no connection (a DREQ is still answered, as the kernel does).
     pub fn handle_mad(&mut self, now: Instant, m: &MadIn) {
+        self.mirror.dirty = true;
         self.counters.mads_received += 1;
         if m.bytes.len() != mad::MAD_LEN {
             self.counters.malformed += 1;

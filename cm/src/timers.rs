@@ -90,6 +90,7 @@ impl Endpoint {
 
     /// Runs the timers due at `now`: retransmissions, retry exhaustion, timewait exits.
     pub fn handle_timeout(&mut self, now: Instant) {
+        self.mirror.dirty = true;
         let due: Vec<Id> = self
             .ids
             .iter()
