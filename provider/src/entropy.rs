@@ -6,21 +6,8 @@ use std::io;
 
 /// Fills `buf` from the kernel's entropy pool (getrandom(2), blocking until it is initialised).
 pub fn fill(buf: &mut [u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < buf.len() {
-        let rest = &mut buf[done..];
-        // SAFETY: `rest` is a valid, writable buffer of `rest.len()` bytes.
-        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(io::Error::new(e.kind(), format!("roce: getrandom: {e}")));
-        }
-        done += n as usize;
-    }
-    Ok(())
+    roce_udp::os::getrandom(buf)
+        .map_err(|e| io::Error::new(e.kind(), format!("roce: getrandom: {e}")))
 }
 
 /// 256 random bits: [`roce_emu::NicConfig::entropy`] of a device on a real network.

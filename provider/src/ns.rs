@@ -24,6 +24,7 @@
 //! The `unsafe` here is `libc::unshare` and `libc::mount` with NUL-terminated paths we own,
 //! called while `roce run` is single-threaded (before `exec`), as `unshare(CLONE_NEWUSER)`
 //! requires; and `libc::geteuid`/`getegid`.
+#![allow(unsafe_code)] // the namespace syscalls of `roce run` (# Safety above)
 use std::ffi::CString;
 use std::fmt::Write as _;
 use std::net::IpAddr;

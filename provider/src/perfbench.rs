@@ -3,10 +3,10 @@
 //! * `ib_write_bw -s 65536` (Debian's perftest through our `libibverbs.so.1`, server on
 //!   127.0.0.1, client on 127.0.0.2) next to raw UDP throughput with the same datagram size
 //!   (one RoCE packet at the MTU: BTH 12 + MTU + ICRC 4 bytes), measured by
-//!   [`crate::udp::baseline::throughput`] both as a plain `sendmmsg`/`recvmmsg` pair and with
+//!   [`roce_udp::baseline::throughput`] both as a plain `sendmmsg`/`recvmmsg` pair and with
 //!   GSO/GRO; target ≥ 0.5.
 //! * `ib_send_lat -s 64` next to a raw UDP ping-pong of the same datagram (12 + 64 + 4 = 80 bytes,
-//!   both sides busy-polling, [`crate::udp::baseline::pingpong`]); perftest reports half a round
+//!   both sides busy-polling, [`roce_udp::baseline::pingpong`]); perftest reports half a round
 //!   trip, so the ratio is `2 × t_typical / UDP p50 RTT`; target ≤ 2.
 //!
 //! The perftest server runs on CPU 0 and the client on CPU 1 (`taskset`), as the raw UDP
@@ -15,7 +15,7 @@
 //! Run: `cargo run --release -p roce-provider --example perftest_bench -- [--mtu 4096] [--secs 3]`
 //! (builds nothing itself: the library must exist, see [`crate::cli::lib_dir`]).
 
-use crate::udp::baseline::{self, Technique};
+use roce_udp::baseline::{self, Technique};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

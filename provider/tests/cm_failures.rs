@@ -21,7 +21,7 @@
 //! Prerequisites: a C compiler, librdmacm-dev and libibverbs-dev (FAIL under `CI=true`).
 mod common;
 use common::*;
-use roce_provider::udp::{HeaderFacts, WireHeaders};
+use roce_udp::{HeaderFacts, WireHeaders};
 use roce_wire::{bth, cm, deth, mad, transport, Opcode, Psn};
 use std::io::{Read, Write};
 use std::net::{IpAddr, UdpSocket};

@@ -114,8 +114,8 @@ fn real_captures_verdicts_counts_and_histograms() {
 /// refused, as a real NIC would.
 #[test]
 fn real_captures_pass_the_udp_drivers_default_icrc_check_from_socket_facts_alone() {
-    use roce_provider::udp::IcrcVerdict as V;
-    use roce_provider::udp::{check_icrc, HeaderFacts, IcrcCounters, IcrcPolicy, WireHeaders};
+    use roce_udp::IcrcVerdict as V;
+    use roce_udp::{check_icrc, HeaderFacts, IcrcCounters, IcrcPolicy, WireHeaders};
     let test = "real_captures_pass_the_udp_drivers_default_icrc_check_from_socket_facts_alone";
     let Some((dir, expected)) = files(test) else {
         return;

@@ -8,7 +8,7 @@
 //! the RDMA CM connection rate in [`cm`].
 use super::report::{Baseline, BwRow, LatRow, Report, Scale};
 use super::Plan;
-use crate::udp::baseline::{self, PingPong, Technique};
+use roce_udp::baseline::{self, PingPong, Technique};
 use crate::verbs::{
     AccessFlags, CompletionQueue, Context, DeviceConfig, Error, MemoryRegion, Mtu,
     ProtectionDomain, QpType, QueuePair, QueuePairEndpoint, RemoteSlice, SendRequest, WcOpcode,

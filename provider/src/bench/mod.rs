@@ -10,7 +10,7 @@
 //!
 //! Ratios compare packet rates: RoCE data packets per second (messages/s × packets per
 //! message) over raw UDP datagrams per second at the RoCE datagram size. The raw UDP baseline is
-//! [`crate::udp::baseline`]: GSO send + GRO receive, which is what the runtime's datapath uses,
+//! [`roce_udp::baseline`]: GSO send + GRO receive, which is what the runtime's datapath uses,
 //! and, for `--check`, one datagram per packet with `sendmmsg`/`recvmmsg`.
 mod measure;
 mod report;

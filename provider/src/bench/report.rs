@@ -1,7 +1,7 @@
 //! Results, ratios against the raw UDP ceiling, the issue-6 checks, tables and JSON.
 use super::measure::{BwResult, LatResult, Op};
 use super::Plan;
-use crate::udp::baseline::PingPong;
+use roce_udp::baseline::PingPong;
 use serde::Serialize;
 use serde_json::json;
 use std::io::{self, Write};

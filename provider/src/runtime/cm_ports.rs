@@ -25,8 +25,7 @@ pub(super) struct Claims {
 }
 
 fn name(ip: IpAddr, ps: PortSpace, port: u16, wildcard: bool) -> String {
-    // SAFETY: getuid has no preconditions and cannot fail.
-    let uid = unsafe { libc::getuid() };
+    let uid = roce_udp::os::uid();
     let kind = if wildcard { "any" } else { "addr" };
     format!("roce-cm-port/{uid}/{ip}/{:#x}/{port}/{kind}", ps.raw())
 }

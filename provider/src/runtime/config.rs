@@ -1,6 +1,6 @@
 //! [`Config`]: the settings of one device runtime, from code or from the environment.
 
-use crate::udp::IcrcPolicy;
+use roce_udp::IcrcPolicy;
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::PathBuf;
 use std::time::Duration;

@@ -112,7 +112,7 @@ impl Device {
             sock,
         };
         let shared = Arc::new(Shared {
-            start_ns: crate::udp::monotonic_ns(),
+            start_ns: roce_udp::os::monotonic_ns(),
             engine: Mutex::new(engine),
             cm_ports: Mutex::default(),
             waker,
@@ -125,7 +125,7 @@ impl Device {
             thread_until: AtomicU64::new(u64::MAX),
             thread_deadline: AtomicU64::new(u64::MAX),
             // What the thread will inherit from this one (`taskset -c N program`).
-            thread_shares_cpu: crate::udp::cpus_allowed() == Some(1),
+            thread_shares_cpu: roce_udp::os::cpus_allowed() == Some(1),
             ctr: RuntimeCounters::default(),
             icrc: IcrcCounters::default(),
             stat_path,

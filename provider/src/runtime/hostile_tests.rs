@@ -11,7 +11,7 @@
 //! bytes (`icrc_bad`); under `AssumeZeroElseAccept` (an IPv4 ICRC that does not match for ID 0
 //! is accepted as "not verifiable") they reach the engine and its header checks count them.
 
-use crate::udp::IcrcPolicy;
+use roce_udp::IcrcPolicy;
 use crate::verbs::{
     AccessFlags, CompletionQueue, Context, DeviceConfig, Mtu, QpType, SendRequest, WcOpcode,
     WorkCompletion,

@@ -1,10 +1,10 @@
 //! The device runtime: one [`emu::Nic`](roce_emu::Nic) driven over one UDP socket
-//! ([`crate::udp::Socket`] on `IP:4791`).
+//! ([`roce_udp::Socket`] on `IP:4791`).
 //!
 //! # Progress
 //!
 //! *Progress* = receive a batch (non-blocking `recvmmsg`, GRO) → `handle_datagram` each →
-//! `handle_timeout` when due → drain `poll_transmit` into a [`TxBatch`](crate::udp::coalesce::TxBatch)
+//! `handle_timeout` when due → drain `poll_transmit` into a [`TxBatch`](roce_udp::coalesce::TxBatch)
 //! (GSO runs, ICRC patched for the real IPv4 ID and source port) → flush → hand completion-channel
 //! and async events to their handlers. It runs:
 //!
@@ -14,7 +14,7 @@
 //!   progresses when the CQ is empty. A busy-polling program (perftest, ping-pong without `-e`)
 //!   drives everything itself, with no thread hand-off;
 //! * in **one background progress thread per device**, which spins briefly ([`Config::spin`])
-//!   after activity and then blocks on the socket (with a [`Waker`](crate::udp::Waker)) until
+//!   after activity and then blocks on the socket (with a [`Waker`](roce_udp::Waker)) until
 //!   the next datagram or the engine's next timeout, so retransmission and RNR timers and
 //!   event-driven programs (completion channels, `ibv_rc_pingpong -e`) work when nobody polls.
 //!   While the program itself progresses (it polled within the last 200 µs) the thread touches
@@ -44,7 +44,7 @@
 //! | `ROCE_FAULT_SEED` | fixed | seed of the injector |
 //! | `ROCE_FAULT_ALL` | unset | `1`: inject faults into UC/UD too (default RC only: the unreliable transports have no recovery, so their tools would hang) |
 //! | `ROCE_FAULT_ACKS` | unset | `1`: also drop/reorder plain RC ACK/NAK packets (default off: a lost *final* ACK leaves the peer retrying forever once the other program exited, `retry_cnt = 7` being infinite as in rxe) |
-//! | `ROCE_ICRC_POLICY` | `recover` | `recover`, `strict`, `assume-zero`, `trust` ([`crate::udp::IcrcPolicy`]) |
+//! | `ROCE_ICRC_POLICY` | `recover` | `recover`, `strict`, `assume-zero`, `trust` ([`roce_udp::IcrcPolicy`]) |
 //! | `ROCE_SPIN_US` | `50` | how long the progress thread spins after activity |
 //! | `ROCE_UNACKED_FLOOR` | `128` | lowest RC limit on unacknowledged PSNs after a loss (emu README, deviation 12; 128 = rxe's fixed limit) |
 //! | `ROCE_PROGRESS_THREAD` | `1` | `0` disables the background thread (then only inline progress) |
@@ -94,9 +94,9 @@ pub use config::{default_stat_dir, parse_fraction, Config, DEFAULT_DEV_NAME};
 pub use doorbell::{DOORBELL_BURST_NS, DOORBELL_BYTES, DOORBELL_NS, DOORBELL_WRS};
 pub use fault::{Fault, FaultVerdict};
 
-use crate::udp::coalesce::{TxBatch, TxMeta};
-use crate::udp::headers::patch_icrc_udp_sport;
-use crate::udp::{
+use roce_udp::coalesce::{TxBatch, TxMeta};
+use roce_udp::headers::patch_icrc_udp_sport;
+use roce_udp::{
     IcrcCounters, IcrcVerdict, RecvBatch, Socket, SocketConfig, SourcePorts, Wait, Waker,
 };
 use doorbell::Doorbell;
@@ -391,9 +391,9 @@ static LIVE: Mutex<Vec<std::sync::Weak<Shared>>> = Mutex::new(Vec::new());
 fn register_for_exit(s: &Arc<Shared>) {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
-        // SAFETY: registers a plain `extern "C" fn()` that lives as long as the program (it is
-        // in this library, which is never unloaded: libibverbs is not dlclose'd by programs).
-        unsafe { libc::atexit(flush_at_exit) };
+        // `flush_at_exit` is in this library, which is never unloaded (libibverbs is not
+        // dlclose'd by programs).
+        roce_udp::os::at_exit(flush_at_exit);
     });
     let mut l = LIVE.lock().unwrap_or_else(|e| e.into_inner());
     l.retain(|w| w.strong_count() > 0);

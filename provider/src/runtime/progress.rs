@@ -39,7 +39,7 @@ impl Shared {
     }
 
     pub(super) fn now(&self) -> Instant {
-        Instant::from_nanos(crate::udp::monotonic_ns().saturating_sub(self.start_ns))
+        Instant::from_nanos(roce_udp::os::monotonic_ns().saturating_sub(self.start_ns))
     }
 
     /// Receive (engine socket, non-blocking) → timers → transmit → events.
@@ -229,7 +229,7 @@ impl Shared {
                 match d.check_icrc(policy, &self.icrc) {
                     IcrcVerdict::Bad => continue,
                     IcrcVerdict::Verified => {
-                        Some(crate::udp::headers::gso_segment_ip_id(d.gro_index as usize))
+                        Some(roce_udp::headers::gso_segment_ip_id(d.gro_index as usize))
                     }
                     IcrcVerdict::RecoveredId(id) => Some(id),
                     IcrcVerdict::NotVerifiable => None,
@@ -368,7 +368,7 @@ const PROGRAM_RECENT_NS: u64 = 20_000_000;
 /// (`sched_yield` returns at once when nothing else waits for this CPU). See [`progress_thread`].
 fn yield_to_program(s: &Shared) {
     s.ctr.thread_yields.fetch_add(1, Relaxed);
-    crate::udp::yield_cpu();
+    roce_udp::os::yield_cpu();
 }
 
 /// The background progress thread (see the module docs).

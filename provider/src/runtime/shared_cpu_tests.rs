@@ -28,8 +28,8 @@ fn spawn_pinned<T: Send + 'static>(
     f: impl FnOnce() -> T + Send + 'static,
 ) -> std::thread::JoinHandle<T> {
     std::thread::spawn(move || {
-        crate::udp::pin_to_cpu(0).expect("sched_setaffinity");
-        assert_eq!(crate::udp::cpus_allowed(), Some(1));
+        roce_udp::os::pin_to_cpu(0).expect("sched_setaffinity");
+        assert_eq!(roce_udp::os::cpus_allowed(), Some(1));
         f()
     })
 }
@@ -89,7 +89,7 @@ fn a_device_opened_by_a_pinned_thread_knows_its_progress_thread_shares_that_cpu(
     }));
     assert!(shares, "opened on one CPU: the thread can only run there");
     // Unpinned (the harness's thread), when this machine has more than one CPU.
-    if crate::udp::cpus_allowed().is_some_and(|n| n > 1) {
+    if roce_udp::os::cpus_allowed().is_some_and(|n| n > 1) {
         let ctx = open("127.0.9.18");
         assert!(!ctx.runtime().unwrap().shared.thread_shares_cpu);
     }

@@ -38,7 +38,7 @@ impl Shared {
         }
         let pieces = e.rx.is_some() && now.as_nanos() < e.pieces_until;
         // The direct path's tables carry the helpers' heartbeats in CLOCK_MONOTONIC.
-        let wall = e.direct.as_ref().map(|_| crate::udp::monotonic_ns());
+        let wall = e.direct.as_ref().map(|_| roce_udp::os::monotonic_ns());
         loop {
             let mut piece = false;
             let Engine {

@@ -20,10 +20,12 @@
 //! helper would drop it. `ROCE_DIRECT=0` sends everything to `<ip>:4791`.
 use std::io;
 use std::net::IpAddr;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::OwnedFd;
 use std::os::linux::net::SocketAddrExt;
 use std::os::unix::net::{SocketAddr as UnixAddr, UnixStream};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use roce_udp::os::{self, recv_with_fd, send_line, SharedPage};
 
 use super::SLOTS;
 
@@ -32,59 +34,35 @@ pub const STALE_NS: u64 = 1_000_000_000;
 /// How long a sender waits before it looks again for the helper of an address that had none.
 const RETRY_NS: u64 = 1_000_000_000;
 const MAGIC: u64 = u64::from_be_bytes(*b"ROCEPRT1");
-const PAGE: usize = 4096;
 const PORTS_AT: usize = 16;
 
-/// A helper's slot-to-port table in shared memory (see the module docs).
+/// A helper's slot-to-port table in shared memory (see the module docs): one
+/// [`SharedPage`] laid out as magic (8 bytes), heartbeat (8 bytes), then one 32-bit port per
+/// slot.
 pub struct PortTable {
-    base: *mut u8,
-}
-
-// SAFETY: the mapping lives as long as the value and is only accessed through atomics.
-unsafe impl Send for PortTable {}
-// SAFETY: as above.
-unsafe impl Sync for PortTable {}
-
-impl Drop for PortTable {
-    fn drop(&mut self) {
-        // SAFETY: `base` is a live mapping of PAGE bytes made by `map`.
-        unsafe { libc::munmap(self.base.cast(), PAGE) };
-    }
+    page: SharedPage,
 }
 
 impl PortTable {
     /// A new, empty table (the helper's) and the `memfd` that maps it.
     pub fn create() -> io::Result<(PortTable, OwnedFd)> {
-        // SAFETY: a NUL-terminated name and valid flags.
-        let fd = unsafe { libc::memfd_create(c"roce-ports".as_ptr(), libc::MFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fd` was just created and is owned by nothing else.
-        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        // SAFETY: plain syscall on an owned fd.
-        if unsafe { libc::ftruncate(fd.as_raw_fd(), PAGE as libc::off_t) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        let t = PortTable::map_fd(fd.as_raw_fd())?;
-        t.word64(0).store(MAGIC, Ordering::Release);
+        let (page, fd) = SharedPage::create(c"roce-ports")?;
+        let t = PortTable { page };
+        t.page.word64(0).store(MAGIC, Ordering::Release);
         Ok((t, fd))
     }
 
     /// Maps a table received from a helper.
     pub fn map(fd: &OwnedFd) -> io::Result<PortTable> {
-        // SAFETY: plain syscall; `st` is a live local.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        if unsafe { libc::fstat(fd.as_raw_fd(), &mut st) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        if (st.st_size as usize) < PAGE {
+        if os::file_len(fd)? < os::PAGE as u64 {
             return Err(io::Error::other(
                 "roce: the steering helper sent no port table",
             ));
         }
-        let t = PortTable::map_fd(fd.as_raw_fd())?;
-        if t.word64(0).load(Ordering::Acquire) != MAGIC {
+        let t = PortTable {
+            page: SharedPage::map(fd)?,
+        };
+        if t.page.word64(0).load(Ordering::Acquire) != MAGIC {
             return Err(io::Error::other(
                 "roce: the steering helper's port table is of another version",
             ));
@@ -92,40 +70,9 @@ impl PortTable {
         Ok(t)
     }
 
-    fn map_fd(fd: RawFd) -> io::Result<PortTable> {
-        // SAFETY: a shared mapping of PAGE bytes of a file at least that long.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                PAGE,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED,
-                fd,
-                0,
-            )
-        };
-        if p == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        Ok(PortTable { base: p.cast() })
-    }
-
-    fn word64(&self, at: usize) -> &AtomicU64 {
-        debug_assert!(at.is_multiple_of(8) && at + 8 <= PAGE);
-        // SAFETY: aligned, inside the mapping, only ever accessed atomically.
-        unsafe { &*self.base.add(at).cast::<AtomicU64>() }
-    }
-
     fn port_word(&self, slot: u32) -> Option<&AtomicU32> {
-        (slot < SLOTS).then(|| {
-            // SAFETY: aligned, inside the mapping (16 + 4 * 64 < PAGE), accessed atomically.
-            unsafe {
-                &*self
-                    .base
-                    .add(PORTS_AT + 4 * slot as usize)
-                    .cast::<AtomicU32>()
-            }
-        })
+        // inside the page: 16 + 4 * 64 < PAGE
+        (slot < SLOTS).then(|| self.page.word32(PORTS_AT + 4 * slot as usize))
     }
 
     /// The helper: `slot`'s process receives on `port` (0: no process).
@@ -143,119 +90,13 @@ impl PortTable {
 
     /// The helper is alive at `now_ns` (`CLOCK_MONOTONIC`).
     pub fn beat(&self, now_ns: u64) {
-        self.word64(8).store(now_ns, Ordering::Release);
+        self.page.word64(8).store(now_ns, Ordering::Release);
     }
 
     /// The helper beat within [`STALE_NS`] of `now_ns`.
     pub fn fresh(&self, now_ns: u64) -> bool {
-        now_ns.saturating_sub(self.word64(8).load(Ordering::Acquire)) < STALE_NS
+        now_ns.saturating_sub(self.page.word64(8).load(Ordering::Acquire)) < STALE_NS
     }
-}
-
-/// Sends `line` (no SIGPIPE if the other end has gone: the drop-in library runs inside
-/// programs that do not ignore it).
-pub fn send_line(s: &UnixStream, line: &[u8]) -> io::Result<()> {
-    let mut done = 0;
-    while done < line.len() {
-        // SAFETY: a live buffer of the given length.
-        let n = unsafe {
-            libc::send(
-                s.as_raw_fd(),
-                line[done..].as_ptr().cast(),
-                line.len() - done,
-                libc::MSG_NOSIGNAL,
-            )
-        };
-        if n < 0 {
-            let e = io::Error::last_os_error();
-            if e.kind() == io::ErrorKind::Interrupted {
-                continue;
-            }
-            return Err(e);
-        }
-        done += n as usize;
-    }
-    Ok(())
-}
-
-/// Sends `line` with `fd` attached (`SCM_RIGHTS`).
-pub fn send_with_fd(s: &UnixStream, line: &[u8], fd: RawFd) -> io::Result<()> {
-    let mut iov = libc::iovec {
-        iov_base: line.as_ptr() as *mut libc::c_void,
-        iov_len: line.len(),
-    };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut ctl = vec![0u64; space.div_ceil(8)];
-    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    // SAFETY: the control buffer holds one header and one fd (CMSG_SPACE above).
-    unsafe {
-        let c = libc::CMSG_FIRSTHDR(&msg);
-        (*c).cmsg_level = libc::SOL_SOCKET;
-        (*c).cmsg_type = libc::SCM_RIGHTS;
-        (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd);
-    }
-    // SAFETY: `msg` is fully initialised.
-    let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Receives what is there (up to `buf.len()` bytes) and an fd if one came with it.
-/// `nonblocking`: `WouldBlock` instead of waiting. `Ok((0, None))` is the end of the stream.
-pub fn recv_with_fd(
-    s: &UnixStream,
-    buf: &mut [u8],
-    nonblocking: bool,
-) -> io::Result<(usize, Option<OwnedFd>)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    // SAFETY: CMSG_SPACE is a pure computation.
-    let space = unsafe { libc::CMSG_SPACE(4 * std::mem::size_of::<RawFd>() as u32) } as usize;
-    let mut ctl = vec![0u64; space.div_ceil(8)];
-    // SAFETY: a zeroed msghdr is valid; every pointer set below outlives the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = ctl.as_mut_ptr().cast();
-    msg.msg_controllen = space as _;
-    let flags = libc::MSG_CMSG_CLOEXEC | if nonblocking { libc::MSG_DONTWAIT } else { 0 };
-    // SAFETY: `msg` is fully initialised and its buffers are live.
-    let n = unsafe { libc::recvmsg(s.as_raw_fd(), &mut msg, flags) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut got = None;
-    // SAFETY: walking the control messages the kernel wrote, within msg_controllen.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_RIGHTS {
-                let data = libc::CMSG_DATA(c).cast::<RawFd>();
-                let count = ((*c).cmsg_len as usize - libc::CMSG_LEN(0) as usize)
-                    / std::mem::size_of::<RawFd>();
-                for i in 0..count {
-                    let fd = OwnedFd::from_raw_fd(std::ptr::read_unaligned(data.add(i)));
-                    // the first is the table; any other is closed by the drop
-                    if got.is_none() {
-                        got = Some(fd);
-                    }
-                }
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    Ok((n as usize, got))
 }
 
 /// Where a datagram the engine addressed to `<ip>:4791` goes.
@@ -372,12 +213,12 @@ mod tests {
     fn table_through_a_socket_and_routes() {
         let (t, fd) = PortTable::create().unwrap();
         let (a, b) = UnixStream::pair().unwrap();
-        send_with_fd(&a, b"SLOT 3\n", fd.as_raw_fd()).unwrap();
+        os::send_with_fd(&a, b"SLOT 3\n", &fd).unwrap();
         let mut buf = [0u8; 64];
         let (n, got) = recv_with_fd(&b, &mut buf, false).unwrap();
         assert_eq!(&buf[..n], b"SLOT 3\n");
         let seen = PortTable::map(&got.unwrap()).unwrap();
-        let now = crate::udp::monotonic_ns();
+        let now = os::monotonic_ns();
         t.beat(now);
         t.set_port(1, 40001);
         assert_eq!(seen.port(1), 40001);

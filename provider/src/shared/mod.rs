@@ -26,7 +26,8 @@
 //! A process's death closes its control connection: the helper frees the slot.
 pub mod direct;
 
-use crate::udp::{IcrcCounters, IcrcPolicy, OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
+use roce_udp::os;
+use roce_udp::{IcrcCounters, IcrcPolicy, OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -60,8 +61,7 @@ pub(crate) fn slot_of_qpn(qpn: u32) -> Option<u32> {
 }
 
 fn control_name(ip: IpAddr) -> String {
-    // SAFETY: plain syscall.
-    let uid = unsafe { libc::geteuid() };
+    let uid = os::euid();
     format!("roce-steer/{uid}/{ip}")
 }
 
@@ -189,7 +189,7 @@ impl Membership {
                 format!("roce: the steering helper for {ip} left"),
             )
         };
-        direct::send_line(
+        os::send_line(
             &m.ctl,
             format!("HELLO {udp_port} {} {PROTOCOL}\n", std::process::id()).as_bytes(),
         )
@@ -199,7 +199,7 @@ impl Membership {
         let mut fd = None;
         while !got.ends_with(b"\n") {
             let mut buf = [0u8; 128];
-            let (n, f) = direct::recv_with_fd(&m.ctl, &mut buf, false).map_err(|_| left())?;
+            let (n, f) = os::recv_with_fd(&m.ctl, &mut buf, false).map_err(|_| left())?;
             if n == 0 {
                 return Err(left());
             }
@@ -239,17 +239,11 @@ impl Membership {
             l.push_str(&format!(" {s:x}"));
         }
         l.push('\n');
-        if direct::send_line(&self.ctl, l.as_bytes()).is_ok() {
+        if os::send_line(&self.ctl, l.as_bytes()).is_ok() {
             // Wait for the helper to have it (as rdma_listen returns once the kernel has it).
-            let mut p = libc::pollfd {
-                fd: self.ctl.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            };
-            // SAFETY: one live pollfd.
-            if unsafe { libc::poll(&mut p, 1, 2000) } > 0 {
+            if os::poll_in(&[self.ctl.as_raw_fd()], 2000)[0] {
                 let mut buf = [0u8; 16];
-                let _ = direct::recv_with_fd(&self.ctl, &mut buf, true);
+                let _ = os::recv_with_fd(&self.ctl, &mut buf, true);
             }
         }
         self.listening = sids;
@@ -347,7 +341,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
         node_guid: ncfg.node_guid(),
         addrs: vec![ip],
         path_mtu: 1024,
-        seed: crate::udp::monotonic_ns() ^ u64::from(std::process::id()),
+        seed: os::monotonic_ns() ^ u64::from(std::process::id()),
         max_cm_retries: 15,
     });
     let mut orphan_nic = roce_emu::Nic::new(ncfg);
@@ -369,7 +363,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
     let mut runs: Vec<Run> = Vec::new();
     loop {
         // control: new processes, their messages, their deaths
-        ports.beat(crate::udp::monotonic_ns());
+        ports.beat(os::monotonic_ns());
         while let Ok((s, _)) = listener.accept() {
             let _ = s.set_nonblocking(true);
             clients.push(Client {
@@ -418,18 +412,18 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                                 c.slot = slot;
                                 c.port = w.get(1).and_then(|p| p.parse().ok()).unwrap_or(0);
                                 ports.set_port(slot, c.port);
-                                let _ = direct::send_with_fd(
+                                let _ = os::send_with_fd(
                                     c.ctl.get_ref(),
                                     format!("SLOT {slot}\n").as_bytes(),
-                                    ports_fd.as_raw_fd(),
+                                    &ports_fd,
                                 );
                             }
                             // A process of another device on this host: the table only.
                             Some("OBSERVE") if clients[i].slot == NO_SLOT => {
-                                let _ = direct::send_with_fd(
+                                let _ = os::send_with_fd(
                                     clients[i].ctl.get_ref(),
                                     b"TABLE\n",
-                                    ports_fd.as_raw_fd(),
+                                    &ports_fd,
                                 );
                                 break false;
                             }
@@ -446,7 +440,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                                     c.recent.push((*s, Instant::now()));
                                 }
                                 c.listening = now;
-                                let _ = direct::send_line(clients[i].ctl.get_ref(), b"OK\n");
+                                let _ = os::send_line(clients[i].ctl.get_ref(), b"OK\n");
                             }
                             _ => {}
                         }
@@ -490,18 +484,12 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
         }
         // Wait for a datagram, a new process or a message of one (a listener must be known
         // before the process's rdma_listen returns: a REQ that comes after it is never REJ 8).
-        let mut fds: Vec<libc::pollfd> = [sock.as_socket2().as_raw_fd(), listener.as_raw_fd()]
+        let fds: Vec<_> = [sock.as_socket2().as_raw_fd(), listener.as_raw_fd()]
             .into_iter()
             .chain(clients.iter().map(|c| c.ctl.get_ref().as_raw_fd()))
-            .map(|fd| libc::pollfd {
-                fd,
-                events: libc::POLLIN,
-                revents: 0,
-            })
             .collect();
-        // SAFETY: `fds` is a live array of that many pollfds.
-        unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, 50) };
-        if fds[0].revents == 0 || fds[1..].iter().any(|f| f.revents != 0) {
+        let ready = os::poll_in(&fds, 50);
+        if !ready[0] || ready[1..].iter().any(|&r| r) {
             // control first: a listener registered before a REQ came must be known to it
             continue;
         }
@@ -521,15 +509,15 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
             }
             // the IPv4 ID the ICRC covers, for the receiver's capture
             let ipv4_id = match verdict {
-                crate::udp::IcrcVerdict::Verified if d.src.is_ipv4() => {
-                    Some(crate::udp::headers::gso_segment_ip_id(d.gro_index as usize))
+                roce_udp::IcrcVerdict::Verified if d.src.is_ipv4() => {
+                    Some(roce_udp::headers::gso_segment_ip_id(d.gro_index as usize))
                 }
-                crate::udp::IcrcVerdict::RecoveredId(id) => Some(id),
+                roce_udp::IcrcVerdict::RecoveredId(id) => Some(id),
                 _ => None,
             };
             let Some(slot) = route(d.payload, &clients) else {
                 if for_qp1(d.payload) {
-                    let now = roce_emu::Instant::from_nanos(crate::udp::monotonic_ns());
+                    let now = roce_emu::Instant::from_nanos(os::monotonic_ns());
                     orphan_nic.handle_datagram(
                         now,
                         &roce_emu::RxMeta {
@@ -608,7 +596,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
 }
 
 /// Forwarded datagrams to one process that leave as one GSO send: equal segments, the last one
-/// possibly shorter, at most [`crate::udp::MAX_GSO_SEGMENTS`].
+/// possibly shorter, at most [`roce_udp::MAX_GSO_SEGMENTS`].
 struct Run {
     port: u16,
     start: usize,
@@ -625,7 +613,7 @@ impl Run {
             if r.port == port
                 && r.end == start
                 && !r.closed
-                && r.count < crate::udp::MAX_GSO_SEGMENTS
+                && r.count < roce_udp::MAX_GSO_SEGMENTS
                 && len <= r.seg
                 && r.end - r.start + len <= 65000
             {

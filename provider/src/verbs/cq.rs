@@ -90,6 +90,7 @@ impl std::fmt::Debug for WorkCompletion {
     }
 }
 
+#[allow(unsafe_code)] // a cast between layout-identical types (lib.rs docs)
 fn as_emu(wc: &mut [WorkCompletion]) -> &mut [roce_emu::WorkCompletion] {
     // SAFETY: `WorkCompletion` is `repr(transparent)` over `roce_emu::WorkCompletion`.
     unsafe { std::slice::from_raw_parts_mut(wc.as_mut_ptr().cast(), wc.len()) }

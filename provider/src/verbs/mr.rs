@@ -11,6 +11,7 @@
 //! the atomic [`MemoryRegion::load_u64`] / [`MemoryRegion::store_u64`]) copy with raw pointers
 //! and never form Rust references to the shared bytes; what a copy sees while the NIC writes the
 //! same bytes is unspecified (as with real hardware), so synchronise through completions.
+#![allow(unsafe_code)] // memory, not syscalls: the buffer the NIC reaches (lib.rs docs)
 use super::error::{Error, Result};
 use super::pd::PdInner;
 use roce_emu::AccessFlags;

@@ -36,6 +36,7 @@ struct SendNet(SimNet);
 // SAFETY: the only sinks ever installed (`capture_pcap`, `finish_pcap`) are `Send`
 // (`PcapSink<BufWriter<File>>`, `NullSink`) and no filter is installed; everything else in
 // `SimNet` is `Send`. The network is only reached through the mutex.
+#[allow(unsafe_code)] // a marker, not a syscall (lib.rs docs)
 unsafe impl Send for SendNet {}
 impl std::ops::Deref for SendNet {
     type Target = SimNet;

@@ -1,14 +1,14 @@
 //! Raw UDP loopback baseline (127.0.0.1 -> 127.0.0.2), for comparing RoCE numbers against.
 //!
 //! ```text
-//! cargo run --release -p roce-provider --example udp_baseline -- [SECONDS] [SIZE...]
+//! cargo run --release -p roce-udp --example udp_baseline -- [SECONDS] [SIZE...]
 //! ```
 //! SIZE is the UDP payload in bytes (default: 124 1084 4156, i.e. 64/1024/4096 B RoCE
 //! payloads plus 60 B of headers). Each measurement runs SECONDS (default 1) and stops by itself.
 //! `TxBatch` is not raw UDP but our datapath as the engine drives it (copy, ICRC patch, GSO).
 use std::time::Duration;
 
-use roce_provider::udp::baseline::{pingpong, throughput, Technique};
+use roce_udp::baseline::{pingpong, throughput, Technique};
 
 fn main() -> std::io::Result<()> {
     let mut args = std::env::args().skip(1);

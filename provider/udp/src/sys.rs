@@ -1,6 +1,7 @@
 //! The only `unsafe` code of the UDP datapath: thin wrappers over `sendmmsg`, `recvmmsg`,
 //! `setsockopt`/`getsockopt` on integers, `ppoll`, `sched_setaffinity`, `unshare` and
-//! `clock_gettime`.
+//! `clock_gettime`. The process-level syscalls of the provider (shared memory, `SCM_RIGHTS`,
+//! `poll`, `getrandom`, user IDs, `atexit`) are in [`os`], with their own safety argument.
 //!
 //! # Safety argument (applies to every function here)
 //!
@@ -38,6 +39,8 @@ use socket2::SockAddr;
 
 use super::cmsg::AlignedBuf;
 
+pub(crate) mod os;
+
 /// Linux socket option numbers that `libc` does not export for glibc targets.
 /// They are part of the stable kernel ABI (`include/uapi/linux/udp.h`, `asm-generic/socket.h`).
 pub(crate) mod consts {
@@ -64,7 +67,7 @@ pub(crate) mod consts {
 }
 
 /// Sets an integer socket option.
-pub(crate) fn setsockopt_int(fd: &impl AsRawFd, level: i32, name: i32, val: i32) -> io::Result<()> {
+pub fn setsockopt_int(fd: &impl AsRawFd, level: i32, name: i32, val: i32) -> io::Result<()> {
     let v: libc::c_int = val;
     // SAFETY: pointer to a live local of exactly `size_of::<c_int>()` bytes (module docs).
     let r = unsafe {
@@ -107,7 +110,7 @@ pub(crate) fn getsockopt_int(fd: &impl AsRawFd, level: i32, name: i32) -> io::Re
 /// `CLOCK_MONOTONIC` in nanoseconds (the clock `std::time::Instant` reads on Linux), without
 /// `Instant`'s checked subtraction: the runtime reads it several times per packet.
 #[inline]
-pub(crate) fn monotonic_ns() -> u64 {
+pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
@@ -454,7 +457,7 @@ pub(crate) fn eventfd() -> io::Result<std::os::fd::OwnedFd> {
 }
 
 /// Pins the calling thread to one CPU. Best effort: errors are returned, not fatal.
-pub(crate) fn pin_to_cpu(cpu: usize) -> io::Result<()> {
+pub fn pin_to_cpu(cpu: usize) -> io::Result<()> {
     // SAFETY: cpu_set_t is plain old data; CPU_SET writes inside it (bounds checked by libc for
     // cpu < CPU_SETSIZE, which we check first); sched_setaffinity reads it with its exact size.
     unsafe {
@@ -483,14 +486,14 @@ pub(crate) fn affinity() -> io::Result<libc::cpu_set_t> {
 }
 
 /// How many CPUs the calling thread may run on (its affinity mask), if the kernel says.
-pub(crate) fn cpus_allowed() -> Option<usize> {
+pub fn cpus_allowed() -> Option<usize> {
     let set = affinity().ok()?;
     // SAFETY: `set` is an initialised cpu_set_t; CPU_COUNT only reads it.
     Some(unsafe { libc::CPU_COUNT(&set) } as usize)
 }
 
 /// `sched_yield`: lets another runnable thread on this CPU run first.
-pub(crate) fn yield_cpu() {
+pub fn yield_cpu() {
     // SAFETY: no arguments, no memory; it cannot fail on Linux.
     unsafe { libc::sched_yield() };
 }
@@ -504,6 +507,7 @@ pub(crate) fn set_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
     Ok(())
 }
 
+#[cfg(test)]
 /// Moves the calling *thread* into a new, empty network namespace (needs `CAP_SYS_ADMIN`).
 /// Only the loopback device exists there, down. Used by capture tests to observe the kernel's
 /// software GSO segmentation without touching the host's `lo`.
@@ -516,6 +520,7 @@ pub(crate) fn unshare_net() -> io::Result<()> {
     }
 }
 
+#[cfg(test)]
 /// `recvfrom` on an `AF_PACKET` socket: fills `buf`, returns the packet length (before any
 /// truncation) and `sll_pkttype` (`PACKET_HOST`, `PACKET_OUTGOING`, ...).
 pub(crate) fn recv_packet(fd: &impl AsRawFd, buf: &mut [u8]) -> io::Result<(usize, u8)> {

@@ -317,9 +317,9 @@ impl TxBatch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::udp::capture_tests::payload;
-    use crate::udp::headers::{HeaderFacts, WireHeaders};
-    use crate::udp::{IcrcCounters, IcrcPolicy, IcrcVerdict, RecvBatch, SocketConfig};
+    use crate::capture_tests::payload;
+    use crate::headers::{HeaderFacts, WireHeaders};
+    use crate::{IcrcCounters, IcrcPolicy, IcrcVerdict, RecvBatch, SocketConfig};
     use std::time::Duration;
 
     /// Engine packets sealed as `emu` seals them (ID 0, per-QP source port) are coalesced into
