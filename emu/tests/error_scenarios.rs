@@ -5,11 +5,7 @@ use roce_emu::sim::{LinkConfig, Verdict};
 use roce_emu::*;
 use std::sync::Arc;
 
-fn s(name: &str) -> String {
-    name.to_string()
-}
-
-type Summary = Vec<(usize, String, u32, bool, Option<u8>, usize)>;
+type Summary = Vec<Seen>;
 
 fn write_error_case(
     seed: u64,
@@ -54,9 +50,10 @@ fn bad_rkey_gets_nak_remote_access_and_rem_access_err() {
         16,
         WrOpcode::RdmaWrite,
     );
-    assert_eq!(c[0], (0, s("RDMA_WRITE_ONLY"), 0x100, true, None, 16));
+    assert_eq!(c[0], "nic0 RC RDMA_WRITE_ONLY psn=256 A len=16");
     assert!(
-        c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)),
+        c.iter()
+            .any(|x| *x == "nic1 RC ACKNOWLEDGE psn=256 AETH(NAK RemoteAccessError) len=0"),
         "{c:?}"
     );
     let wc = p.scq_a();
@@ -79,7 +76,8 @@ fn out_of_bounds_write_gets_nak_remote_access() {
         WrOpcode::RdmaWrite,
     );
     assert!(
-        c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)),
+        c.iter()
+            .any(|x| *x == "nic1 RC ACKNOWLEDGE psn=256 AETH(NAK RemoteAccessError) len=0"),
         "{c:?}"
     );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemAccessErr);
@@ -95,9 +93,10 @@ fn read_out_of_bounds_gets_nak_remote_access() {
         16,
         WrOpcode::RdmaRead,
     );
-    assert_eq!(c[0], (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0));
+    assert_eq!(c[0], "nic0 RC RDMA_READ_REQUEST psn=256 A len=0");
     assert!(
-        c.contains(&(1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0)),
+        c.iter()
+            .any(|x| *x == "nic1 RC ACKNOWLEDGE psn=256 AETH(NAK RemoteAccessError) len=0"),
         "{c:?}"
     );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemAccessErr);
@@ -128,8 +127,8 @@ fn missing_qp_permission_gets_nak_invalid_request() {
     assert_eq!(
         c,
         vec![
-            (0, s("RDMA_WRITE_ONLY"), 0x100, true, None, 16),
-            (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x61), 0)
+            "nic0 RC RDMA_WRITE_ONLY psn=256 A len=16",
+            "nic1 RC ACKNOWLEDGE psn=256 AETH(NAK InvalidRequest) len=0"
         ]
     );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemInvReqErr);
@@ -164,7 +163,10 @@ fn missing_mr_permission_gets_nak_remote_access() {
     });
     p.run(50);
     let c = summary(&p.net.take_capture());
-    assert_eq!(c[1], (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x62), 0));
+    assert_eq!(
+        c[1],
+        "nic1 RC ACKNOWLEDGE psn=256 AETH(NAK RemoteAccessError) len=0"
+    );
     assert_eq!(p.scq_a()[0].status, WcStatus::RemAccessErr);
     assert_eq!(ro.load(0, 16), vec![0; 16]);
 }
@@ -265,11 +267,11 @@ fn uc_message_with_a_gap_is_dropped_and_next_message_delivered() {
     assert_eq!(
         c,
         vec![
-            (0, s("SEND_FIRST"), 0x100, false, None, 256),
-            (0, s("SEND_MIDDLE"), 0x101, false, None, 256),
-            (0, s("SEND_LAST"), 0x102, false, None, 88),
-            (0, s("SEND_FIRST"), 0x103, false, None, 256),
-            (0, s("SEND_LAST"), 0x104, false, None, 44),
+            "nic0 UC SEND_FIRST psn=256 len=256",
+            "nic0 UC SEND_MIDDLE psn=257 len=256",
+            "nic0 UC SEND_LAST psn=258 len=88",
+            "nic0 UC SEND_FIRST psn=259 len=256",
+            "nic0 UC SEND_LAST psn=260 len=44",
         ]
     );
     // UC completes on transmission
@@ -314,7 +316,7 @@ fn ud_send_writes_grh_and_src_qp() {
     let cap = p.net.take_capture();
     assert_eq!(
         summary(&cap),
-        vec![(0, s("SEND_ONLY_WITH_IMMEDIATE"), 0x100, false, None, 9)]
+        vec!["nic0 UD SEND_ONLY_WITH_IMMEDIATE psn=256 len=9"]
     );
     let d = cap[0].repr.deth.unwrap();
     assert_eq!((d.qkey, d.src_qp), (0x1111_1111, aq));

@@ -3,10 +3,7 @@ mod common;
 use common::*;
 use roce_emu::sim::{LinkConfig, Verdict};
 use roce_emu::*;
-
-fn s(name: &str) -> String {
-    name.to_string()
-}
+use roce_wire::aeth::Syndrome;
 
 #[test]
 fn segmented_send_uses_first_middle_last_and_one_ack() {
@@ -28,10 +25,10 @@ fn segmented_send_uses_first_middle_last_and_one_ack() {
     assert_eq!(
         c,
         vec![
-            (0, s("SEND_FIRST"), 0x100, false, None, 1024),
-            (0, s("SEND_MIDDLE"), 0x101, false, None, 1024),
-            (0, s("SEND_LAST"), 0x102, true, None, 452),
-            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+            "nic0 RC SEND_FIRST psn=256 len=1024",
+            "nic0 RC SEND_MIDDLE psn=257 len=1024",
+            "nic0 RC SEND_LAST psn=258 A len=452",
+            "nic1 RC ACKNOWLEDGE psn=258 AETH(ACK credits=31) len=0",
         ]
     );
     let wc = p.scq_a();
@@ -84,17 +81,10 @@ fn segmented_write_with_imm_places_data_and_consumes_recv() {
     assert_eq!(
         summary(&cap),
         vec![
-            (0, s("RDMA_WRITE_FIRST"), 0x100, false, None, 256),
-            (0, s("RDMA_WRITE_MIDDLE"), 0x101, false, None, 256),
-            (
-                0,
-                s("RDMA_WRITE_LAST_WITH_IMMEDIATE"),
-                0x102,
-                true,
-                None,
-                88
-            ),
-            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+            "nic0 RC RDMA_WRITE_FIRST psn=256 len=256",
+            "nic0 RC RDMA_WRITE_MIDDLE psn=257 len=256",
+            "nic0 RC RDMA_WRITE_LAST_WITH_IMMEDIATE psn=258 A len=88",
+            "nic1 RC ACKNOWLEDGE psn=258 AETH(ACK credits=31) len=0",
         ]
     );
     let reth = cap[0].repr.reth.unwrap();
@@ -158,34 +148,13 @@ fn read_with_lost_response_retries_from_comp_psn() {
     assert_eq!(
         summary(&cap),
         vec![
-            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_FIRST"),
-                0x100,
-                false,
-                Some(0x1F),
-                1024
-            ),
-            (1, s("RDMA_READ_RESPONSE_MIDDLE"), 0x101, false, None, 1024),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_LAST"),
-                0x102,
-                false,
-                Some(0x1F),
-                52
-            ),
-            (0, s("RDMA_READ_REQUEST"), 0x101, true, None, 0),
-            (1, s("RDMA_READ_RESPONSE_MIDDLE"), 0x101, false, None, 1024),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_LAST"),
-                0x102,
-                false,
-                Some(0x1F),
-                52
-            ),
+            "nic0 RC RDMA_READ_REQUEST psn=256 A len=0",
+            "nic1 RC RDMA_READ_RESPONSE_FIRST psn=256 AETH(ACK credits=31) len=1024",
+            "nic1 RC RDMA_READ_RESPONSE_MIDDLE psn=257 len=1024",
+            "nic1 RC RDMA_READ_RESPONSE_LAST psn=258 AETH(ACK credits=31) len=52",
+            "nic0 RC RDMA_READ_REQUEST psn=257 A len=0",
+            "nic1 RC RDMA_READ_RESPONSE_MIDDLE psn=257 len=1024",
+            "nic1 RC RDMA_READ_RESPONSE_LAST psn=258 AETH(ACK credits=31) len=52",
         ]
     );
     assert!(!cap[3].dropped && cap[2].dropped);
@@ -232,10 +201,10 @@ fn rnr_nak_then_success() {
     assert_eq!(
         summary(&cap),
         vec![
-            (0, s("SEND_ONLY"), 0x100, true, None, 5),
-            (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x21), 0),
-            (0, s("SEND_ONLY"), 0x100, true, None, 5),
-            (1, s("ACKNOWLEDGE"), 0x100, false, Some(0x1F), 0),
+            "nic0 RC SEND_ONLY psn=256 A len=5",
+            "nic1 RC ACKNOWLEDGE psn=256 AETH(RNR-NAK timer=1 (10us)) len=0",
+            "nic0 RC SEND_ONLY psn=256 A len=5",
+            "nic1 RC ACKNOWLEDGE psn=256 AETH(ACK credits=31) len=0",
         ]
     );
     // RNR timer code 1 = 10us
@@ -277,7 +246,7 @@ fn rnr_retries_exhausted_completes_with_rnr_retry_exc_err() {
     let c = summary(&p.net.take_capture());
     let rnrs = c
         .iter()
-        .filter(|x| x.4 == Some(0x21) && x.2 == 0x100)
+        .filter(|x| x.syndrome == Some(Syndrome::RnrNak { timer: 1 }) && x.psn == 0x100)
         .count();
     assert_eq!(rnrs, 3, "{c:?}");
     let wc = p.scq_a();
@@ -323,7 +292,7 @@ fn retry_exhausted_moves_qp_to_error_and_flushes() {
     }
     p.run(1000);
     let c = summary(&p.net.take_capture());
-    let from_a: Vec<u32> = c.iter().filter(|x| x.0 == 0).map(|x| x.2).collect();
+    let from_a: Vec<u32> = c.iter().filter(|x| x.from == 0).map(|x| x.psn).collect();
     // 1 transmission, then the 3 retries: a probe of the oldest PSN after one period, which
     // doubles the timer (deviation 16), then one rewind of all three PSNs after two periods,
     // which uses up the last two retries
@@ -395,13 +364,13 @@ fn psn_wraps_mid_message() {
     assert_eq!(
         c,
         vec![
-            (0, s("RDMA_WRITE_FIRST"), 0xFF_FFFE, false, None, 256),
-            (0, s("RDMA_WRITE_MIDDLE"), 0xFF_FFFF, false, None, 256),
-            (0, s("RDMA_WRITE_MIDDLE"), 0, false, None, 256),
-            (0, s("RDMA_WRITE_LAST"), 1, true, None, 232),
-            (0, s("RDMA_READ_REQUEST"), 2, true, None, 0),
-            (1, s("ACKNOWLEDGE"), 1, false, Some(0x1F), 0),
-            (1, s("RDMA_READ_RESPONSE_ONLY"), 2, false, Some(0x1F), 8),
+            "nic0 RC RDMA_WRITE_FIRST psn=16777214 len=256",
+            "nic0 RC RDMA_WRITE_MIDDLE psn=16777215 len=256",
+            "nic0 RC RDMA_WRITE_MIDDLE psn=0 len=256",
+            "nic0 RC RDMA_WRITE_LAST psn=1 A len=232",
+            "nic0 RC RDMA_READ_REQUEST psn=2 A len=0",
+            "nic1 RC ACKNOWLEDGE psn=1 AETH(ACK credits=31) len=0",
+            "nic1 RC RDMA_READ_RESPONSE_ONLY psn=2 AETH(ACK credits=31) len=8",
         ]
     );
     assert_eq!(p.b.mem.load(0, 1000), data);
@@ -446,24 +415,10 @@ fn duplicate_read_is_replayed_from_memory() {
     assert_eq!(
         c,
         vec![
-            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_ONLY"),
-                0x100,
-                false,
-                Some(0x1F),
-                300
-            ),
-            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_ONLY"),
-                0x100,
-                false,
-                Some(0x1F),
-                300
-            ),
+            "nic0 RC RDMA_READ_REQUEST psn=256 A len=0",
+            "nic1 RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31) len=300",
+            "nic0 RC RDMA_READ_REQUEST psn=256 A len=0",
+            "nic1 RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31) len=300",
         ]
     );
     assert_eq!(p.nic_b().counters().duplicate_request, 1);
@@ -519,14 +474,14 @@ fn atomics_replay_stored_result_without_reexecuting() {
     assert_eq!(
         c,
         vec![
-            (0, s("FETCH_ADD"), 0x100, true, None, 0),
-            (0, s("COMPARE_SWAP"), 0x101, true, None, 0),
-            (1, s("ATOMIC_ACKNOWLEDGE"), 0x100, false, Some(0x1F), 0),
-            (1, s("ATOMIC_ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
-            (0, s("FETCH_ADD"), 0x100, true, None, 0),
-            (0, s("COMPARE_SWAP"), 0x101, true, None, 0),
-            (1, s("ATOMIC_ACKNOWLEDGE"), 0x100, false, Some(0x1F), 0),
-            (1, s("ATOMIC_ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
+            "nic0 RC FETCH_ADD psn=256 A len=0",
+            "nic0 RC COMPARE_SWAP psn=257 A len=0",
+            "nic1 RC ATOMIC_ACKNOWLEDGE psn=256 AETH(ACK credits=31) len=0",
+            "nic1 RC ATOMIC_ACKNOWLEDGE psn=257 AETH(ACK credits=31) len=0",
+            "nic0 RC FETCH_ADD psn=256 A len=0",
+            "nic0 RC COMPARE_SWAP psn=257 A len=0",
+            "nic1 RC ATOMIC_ACKNOWLEDGE psn=256 AETH(ACK credits=31) len=0",
+            "nic1 RC ATOMIC_ACKNOWLEDGE psn=257 AETH(ACK credits=31) len=0",
         ]
     );
     assert_eq!(cap[6].repr.atomic_ack_eth.unwrap().orig, 100);
@@ -586,26 +541,12 @@ fn max_rd_atomic_limits_outstanding_reads() {
     assert_eq!(
         c,
         vec![
-            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_ONLY"),
-                0x100,
-                false,
-                Some(0x1F),
-                16
-            ),
-            (0, s("RDMA_READ_REQUEST"), 0x101, true, None, 0),
-            (0, s("RDMA_WRITE_ONLY"), 0x102, true, None, 4),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_ONLY"),
-                0x101,
-                false,
-                Some(0x1F),
-                16
-            ),
-            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+            "nic0 RC RDMA_READ_REQUEST psn=256 A len=0",
+            "nic1 RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31) len=16",
+            "nic0 RC RDMA_READ_REQUEST psn=257 A len=0",
+            "nic0 RC RDMA_WRITE_ONLY psn=258 A len=4",
+            "nic1 RC RDMA_READ_RESPONSE_ONLY psn=257 AETH(ACK credits=31) len=16",
+            "nic1 RC ACKNOWLEDGE psn=258 AETH(ACK credits=31) len=0",
         ]
     );
     assert_eq!(p.scq_a().len(), 3);
@@ -648,20 +589,13 @@ fn fence_waits_for_earlier_reads_only() {
     assert_eq!(
         c,
         vec![
-            (0, s("RDMA_READ_REQUEST"), 0x100, true, None, 0),
-            (0, s("RDMA_WRITE_ONLY"), 0x101, true, None, 4),
-            (
-                1,
-                s("RDMA_READ_RESPONSE_ONLY"),
-                0x100,
-                false,
-                Some(0x1F),
-                16
-            ),
-            (1, s("ACKNOWLEDGE"), 0x101, false, Some(0x1F), 0),
+            "nic0 RC RDMA_READ_REQUEST psn=256 A len=0",
+            "nic0 RC RDMA_WRITE_ONLY psn=257 A len=4",
+            "nic1 RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31) len=16",
+            "nic1 RC ACKNOWLEDGE psn=257 AETH(ACK credits=31) len=0",
             // the fenced WRITE goes only after the READ completed
-            (0, s("RDMA_WRITE_ONLY"), 0x102, true, None, 4),
-            (1, s("ACKNOWLEDGE"), 0x102, false, Some(0x1F), 0),
+            "nic0 RC RDMA_WRITE_ONLY psn=258 A len=4",
+            "nic1 RC ACKNOWLEDGE psn=258 AETH(ACK credits=31) len=0",
         ]
     );
 }
@@ -691,13 +625,13 @@ fn ack_request_every_65th_non_end_packet() {
     let c = summary(&p.net.take_capture());
     let a: Vec<usize> = c
         .iter()
-        .filter(|x| x.0 == 0)
+        .filter(|x| x.from == 0)
         .enumerate()
-        .filter(|(_, x)| x.3)
+        .filter(|(_, x)| x.ack_req)
         .map(|(i, _)| i)
         .collect();
     assert_eq!(a, vec![65, 69]);
-    let acks: Vec<u32> = c.iter().filter(|x| x.0 == 1).map(|x| x.2).collect();
+    let acks: Vec<u32> = c.iter().filter(|x| x.from == 1).map(|x| x.psn).collect();
     assert_eq!(acks, vec![0x100 + 65, 0x100 + 69]);
     assert_eq!(p.rcq_b()[0].byte_len, 70 * 256);
 }

@@ -315,20 +315,87 @@ pub fn pattern(len: usize, seed: u8) -> Vec<u8> {
         .collect()
 }
 
-/// `(from, opcode name, psn, ack_req, aeth syndrome byte, payload len)` of each captured packet.
-pub fn summary(
-    c: &[roce_emu::sim::Captured],
-) -> Vec<(usize, String, u32, bool, Option<u8>, usize)> {
+/// A packet as the tests compare it, each part in `roce_wire`'s own notation:
+/// `RC ACKNOWLEDGE psn=256 A AETH(NAK InvalidRequest msn=1) len=0`. The AckReq mark shows when
+/// `ack_req`, the AETH when there is one, its MSN and the payload length when given.
+pub fn packet_text(
+    op: roce_wire::Opcode,
+    psn: u32,
+    ack_req: bool,
+    aeth: Option<roce_wire::aeth::Syndrome>,
+    msn: Option<u32>,
+    len: Option<usize>,
+) -> String {
+    use std::fmt::Write;
+    let mut s = format!("{op} psn={}", roce_wire::Psn::new(psn));
+    if ack_req {
+        s.push_str(" A");
+    }
+    if let Some(a) = aeth {
+        match msn {
+            Some(m) => write!(s, " AETH({a} msn={m})"),
+            None => write!(s, " AETH({a})"),
+        }
+        .unwrap();
+    }
+    if let Some(l) = len {
+        write!(s, " len={l}").unwrap();
+    }
+    s
+}
+
+/// What the scenario tests compare of a captured packet. It compares equal to (and prints as)
+/// one line of text in `roce_wire`'s own notation: the sending NIC, opcode, PSN, AckReq, AETH
+/// syndrome and payload length, e.g. `nic1 RC ACKNOWLEDGE psn=258 AETH(ACK credits=31) len=0`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct Seen {
+    /// Index of the sending NIC (0 = A, 1 = B in a [`Pair`]).
+    pub from: usize,
+    pub opcode: roce_wire::Opcode,
+    pub psn: u32,
+    pub ack_req: bool,
+    pub syndrome: Option<roce_wire::aeth::Syndrome>,
+    /// Payload length, without pad.
+    pub len: usize,
+}
+
+impl std::fmt::Display for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let p = packet_text(
+            self.opcode,
+            self.psn,
+            self.ack_req,
+            self.syndrome,
+            None,
+            Some(self.len),
+        );
+        write!(f, "nic{} {p}", self.from)
+    }
+}
+
+/// As its text, so a failed comparison prints readable packets.
+impl std::fmt::Debug for Seen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(&self.to_string(), f)
+    }
+}
+
+impl PartialEq<&str> for Seen {
+    fn eq(&self, text: &&str) -> bool {
+        self.to_string() == *text
+    }
+}
+
+/// [`Seen`] of each captured packet.
+pub fn summary(c: &[roce_emu::sim::Captured]) -> Vec<Seen> {
     c.iter()
-        .map(|p| {
-            (
-                p.from,
-                p.repr.bth.opcode.info().name.to_string(),
-                p.repr.bth.psn.value(),
-                p.repr.bth.ack_req,
-                p.repr.aeth.map(|a| a.syndrome.to_byte()),
-                p.repr.payload_len,
-            )
+        .map(|p| Seen {
+            from: p.from,
+            opcode: p.repr.bth.opcode,
+            psn: p.repr.bth.psn.value(),
+            ack_req: p.repr.bth.ack_req,
+            syndrome: p.repr.aeth.map(|a| a.syndrome),
+            len: p.repr.payload_len,
         })
         .collect()
 }

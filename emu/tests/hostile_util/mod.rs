@@ -8,10 +8,10 @@ use roce_wire::transport::{Packet, Repr};
 use roce_wire::{aeth, atomic_eth, bth, reth, Opcode, Psn};
 use std::net::IpAddr;
 
-pub const ACK: u8 = 0x1F;
-pub const NAK_SEQ: u8 = 0x60;
-pub const NAK_INV: u8 = 0x61;
-pub const NAK_ACC: u8 = 0x62;
+pub const ACK: u8 = aeth::Syndrome::ACK.to_byte();
+pub const NAK_SEQ: u8 = aeth::Syndrome::Nak(aeth::NakCode::PsnSeqError).to_byte();
+pub const NAK_INV: u8 = aeth::Syndrome::Nak(aeth::NakCode::InvalidRequest).to_byte();
+pub const NAK_ACC: u8 = aeth::Syndrome::Nak(aeth::NakCode::RemoteAccessError).to_byte();
 
 pub fn pair(seed: u64) -> Pair {
     Pair::new(seed, LinkConfig::ideal(), Opts::default())
@@ -64,30 +64,50 @@ pub fn to_a(p: &mut Pair, r: &Repr, payload: &[u8]) {
     inject_raw(p, i, b, a, r, payload);
 }
 
-/// `(opcode, psn, syndrome, payload length)` of everything NIC `i` wants to send now.
-pub fn out(p: &mut Pair, i: usize) -> Vec<(Opcode, u32, Option<u8>, usize)> {
+/// Everything NIC `i` wants to send now, parsed.
+pub fn sent(p: &mut Pair, i: usize) -> Vec<Repr> {
     let mut v = Vec::new();
     let mut buf = vec![0u8; 8192];
     let now = p.net.now;
     while let Some(t) = p.net.nics[i].poll_transmit(now, &mut buf) {
-        let r = Repr::parse(&Packet::new_checked(&buf[..t.len]).unwrap()).unwrap();
-        v.push((
-            r.bth.opcode,
-            r.bth.psn.value(),
-            r.aeth.map(|a| a.syndrome.to_byte()),
-            r.payload_len,
-        ));
+        v.push(Repr::parse(&Packet::new_checked(&buf[..t.len]).unwrap()).unwrap());
     }
     v
 }
 
-pub fn out_b(p: &mut Pair) -> Vec<(Opcode, u32, Option<u8>, usize)> {
+/// What these tests compare of a packet: its opcode, PSN, AETH syndrome (a byte, `None`
+/// without an AETH) and payload length, as [`packet_text`] renders them, e.g.
+/// `RC ACKNOWLEDGE psn=256 AETH(NAK RemoteAccessError) len=0`.
+pub fn pkt(op: Opcode, psn: u32, syn: Option<u8>, len: usize) -> String {
+    let syn = syn.map(aeth::Syndrome::from_byte);
+    packet_text(op, psn, false, syn, None, Some(len))
+}
+
+/// [`pkt`] of a parsed packet.
+pub fn line(r: &Repr) -> String {
+    let syn = r.aeth.map(|a| a.syndrome.to_byte());
+    pkt(r.bth.opcode, r.bth.psn.value(), syn, r.payload_len)
+}
+
+/// [`line`]s of everything NIC `i` wants to send now.
+pub fn out(p: &mut Pair, i: usize) -> Vec<String> {
+    sent(p, i).iter().map(line).collect()
+}
+
+pub fn out_b(p: &mut Pair) -> Vec<String> {
     let i = p.b.idx;
     out(p, i)
 }
 
-pub fn nak(psn: u32, syn: u8) -> Vec<(Opcode, u32, Option<u8>, usize)> {
-    vec![(Opcode::RC_ACKNOWLEDGE, psn, Some(syn), 0)]
+/// Everything B wants to send now, parsed.
+pub fn sent_b(p: &mut Pair) -> Vec<Repr> {
+    let i = p.b.idx;
+    sent(p, i)
+}
+
+/// The single ACK or NAK at `psn` with syndrome `syn`, as [`out`] renders it.
+pub fn nak(psn: u32, syn: u8) -> Vec<String> {
+    vec![pkt(Opcode::RC_ACKNOWLEDGE, psn, Some(syn), 0)]
 }
 
 pub fn req(p: &Pair, op: Opcode, psn: u32) -> Repr {
@@ -163,10 +183,10 @@ pub fn side_copy(s: &Side) -> Side {
 }
 
 /// A posts `wr` and transmits it (the packets go nowhere); returns what A sent.
-pub fn a_sends(p: &mut Pair, wr: SendWr<'_>) -> Vec<(Opcode, u32, Option<u8>, usize)> {
+pub fn a_sends(p: &mut Pair, wr: SendWr<'_>) -> Vec<Repr> {
     p.post_a(wr);
     let i = p.a.idx;
-    out(p, i)
+    sent(p, i)
 }
 
 /// A response to A's QP.
