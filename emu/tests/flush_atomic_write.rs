@@ -229,20 +229,23 @@ fn inject(p: &mut Pair, r: Repr, payload: &[u8]) {
     p.deliver_to_b(&mut buf, 0xC123);
 }
 
-/// B's responses: (opcode name, PSN, AETH syndrome, MSN, payload length).
-fn drain_b(p: &mut Pair) -> Vec<(&'static str, u32, u8, u32, usize)> {
+/// B's responses (each with an AETH) as [`packet_text`]: opcode, PSN, AETH syndrome and MSN,
+/// payload length.
+fn drain_b(p: &mut Pair) -> Vec<String> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 8192];
     let now = p.net.now;
     while let Some(t) = p.nic_b().poll_transmit(now, &mut buf) {
         let r = Repr::parse(&Packet::new_checked(&buf[..t.len]).unwrap()).unwrap();
         let a = r.aeth.unwrap();
-        out.push((
-            r.bth.opcode.info().name,
-            r.bth.psn.value(),
-            a.syndrome.to_byte(),
-            a.msn,
-            r.payload_len,
+        let (op, psn, len) = (r.bth.opcode, r.bth.psn.value(), r.payload_len);
+        out.push(packet_text(
+            op,
+            psn,
+            false,
+            Some(a.syndrome),
+            Some(a.msn),
+            Some(len),
         ));
     }
     out
@@ -259,8 +262,6 @@ fn request(p: &Pair, op: Opcode, psn: u32, va: u64, rkey: u32, len: u32) -> Repr
     });
     r
 }
-
-const RESP_ONLY: &str = "RDMA_READ_RESPONSE_ONLY";
 
 #[test]
 fn duplicates_are_answered_again_and_not_executed_again() {
@@ -280,8 +281,8 @@ fn duplicates_are_answered_again_and_not_executed_again() {
     assert_eq!(
         drain_b(&mut p),
         vec![
-            (RESP_ONLY, 0x100, 0x1F, 1, 0),
-            (RESP_ONLY, 0x101, 0x1F, 2, 0)
+            "RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31 msn=1) len=0",
+            "RC RDMA_READ_RESPONSE_ONLY psn=257 AETH(ACK credits=31 msn=2) len=0"
         ]
     );
     assert_eq!(p.b.mem.load(8, 8), [1, 2, 3, 4, 5, 6, 7, 8]);
@@ -293,8 +294,8 @@ fn duplicates_are_answered_again_and_not_executed_again() {
     assert_eq!(
         drain_b(&mut p),
         vec![
-            (RESP_ONLY, 0x100, 0x1F, 2, 0),
-            (RESP_ONLY, 0x101, 0x1F, 2, 0)
+            "RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31 msn=2) len=0",
+            "RC RDMA_READ_RESPONSE_ONLY psn=257 AETH(ACK credits=31 msn=2) len=0"
         ]
     );
     assert_eq!(p.b.mem.load(8, 8), [9; 8]);
@@ -307,7 +308,10 @@ fn atomic_write_of_other_than_eight_bytes_is_an_invalid_request() {
     let rkey = p.b.mr.rkey;
     let r = request(&p, Opcode::RC_ATOMIC_WRITE, 0x100, IOVA, rkey, 16);
     inject(&mut p, r, &[7; 16]);
-    assert_eq!(drain_b(&mut p), vec![("ACKNOWLEDGE", 0x100, 0x61, 0, 0)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec!["RC ACKNOWLEDGE psn=256 AETH(NAK InvalidRequest msn=0) len=0"]
+    );
     assert_eq!(p.b.mem.load(0, 16), vec![0; 16]);
     assert_eq!(p.nic_b().counters().diag_atomic_write_length, 1);
 }
@@ -319,7 +323,10 @@ fn flush_of_the_whole_region_checks_no_range_but_a_range_must_fit() {
     let mut f = request(&p, Opcode::RC_FLUSH, 0x100, 0, mr.rkey, u32::MAX >> 1);
     f.feth = Some(feth::Repr::new(feth::PLACEMENT_GLOBAL, feth::SELECT_MR));
     inject(&mut p, f, &[]);
-    assert_eq!(drain_b(&mut p), vec![(RESP_ONLY, 0x100, 0x1F, 1, 0)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec!["RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31 msn=1) len=0"]
+    );
     let mut f = request(
         &p,
         Opcode::RC_FLUSH,
@@ -330,7 +337,10 @@ fn flush_of_the_whole_region_checks_no_range_but_a_range_must_fit() {
     );
     f.feth = Some(feth::Repr::new(feth::PLACEMENT_GLOBAL, feth::SELECT_RANGE));
     inject(&mut p, f, &[]);
-    assert_eq!(drain_b(&mut p), vec![("ACKNOWLEDGE", 0x101, 0x62, 1, 0)]);
+    assert_eq!(
+        drain_b(&mut p),
+        vec!["RC ACKNOWLEDGE psn=257 AETH(NAK RemoteAccessError msn=1) len=0"]
+    );
 }
 
 #[test]

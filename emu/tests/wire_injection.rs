@@ -14,21 +14,27 @@ fn inject(p: &mut Pair, r: Repr, payload: &[u8]) {
     p.deliver_to_b(&mut buf, 0xC123);
 }
 
-fn drain_b(p: &mut Pair) -> Vec<(String, u32, Option<u8>, u32)> {
+/// B's responses, parsed.
+fn sent_b(p: &mut Pair) -> Vec<Repr> {
     let mut out = Vec::new();
     let mut buf = vec![0u8; 8192];
     let now = p.net.now;
     while let Some(t) = p.nic_b().poll_transmit(now, &mut buf) {
         let pk = Packet::new_checked(&buf[..t.len]).unwrap();
-        let r = Repr::parse(&pk).unwrap();
-        out.push((
-            r.bth.opcode.info().name.to_string(),
-            r.bth.psn.value(),
-            r.aeth.map(|a| a.syndrome.to_byte()),
-            r.aeth.map_or(0, |a| a.msn),
-        ));
+        out.push(Repr::parse(&pk).unwrap());
     }
     out
+}
+
+/// B's responses as [`packet_text`]: opcode, PSN, AETH syndrome and MSN.
+fn drain_b(p: &mut Pair) -> Vec<String> {
+    let v = sent_b(p);
+    v.iter()
+        .map(|r| {
+            let (syn, msn) = (r.aeth.map(|a| a.syndrome), r.aeth.map(|a| a.msn));
+            packet_text(r.bth.opcode, r.bth.psn.value(), false, syn, msn, None)
+        })
+        .collect()
 }
 
 fn req(p: &Pair, op: Opcode, psn: u32, ack: bool) -> Repr {
@@ -48,10 +54,6 @@ fn write_only(p: &Pair, psn: u32, off: u64, data: &[u8]) -> Repr {
     r
 }
 
-fn s(x: &str) -> String {
-    x.to_string()
-}
-
 #[test]
 fn psn_gap_is_naked_once_and_duplicates_are_reacked() {
     let mut p = Pair::new(1, LinkConfig::default(), Opts::default());
@@ -65,8 +67,8 @@ fn psn_gap_is_naked_once_and_duplicates_are_reacked() {
     assert_eq!(
         drain_b(&mut p),
         vec![
-            (s("ACKNOWLEDGE"), 0x100, Some(0x1F), 1),
-            (s("ACKNOWLEDGE"), 0x101, Some(0x60), 1)
+            "RC ACKNOWLEDGE psn=256 AETH(ACK credits=31 msn=1)",
+            "RC ACKNOWLEDGE psn=257 AETH(NAK PsnSeqError msn=1)"
         ]
     );
     assert_eq!(p.nic_b().counters().out_of_seq_request, 3);
@@ -81,9 +83,9 @@ fn psn_gap_is_naked_once_and_duplicates_are_reacked() {
     assert_eq!(
         drain_b(&mut p),
         vec![
-            (s("ACKNOWLEDGE"), 0x101, Some(0x1F), 2),
-            (s("ACKNOWLEDGE"), 0x102, Some(0x60), 2),
-            (s("ACKNOWLEDGE"), 0x101, Some(0x1F), 2)
+            "RC ACKNOWLEDGE psn=257 AETH(ACK credits=31 msn=2)",
+            "RC ACKNOWLEDGE psn=258 AETH(NAK PsnSeqError msn=2)",
+            "RC ACKNOWLEDGE psn=257 AETH(ACK credits=31 msn=2)"
         ]
     );
     assert_eq!(p.b.mem.load(0, 4), b"aaaa");
@@ -108,13 +110,13 @@ fn ack_coalescing_only_acks_packets_with_the_a_bit() {
     });
     r.set_payload_len(256);
     inject(&mut p, r, &[1; 256]);
-    assert_eq!(drain_b(&mut p), vec![]);
+    assert_eq!(drain_b(&mut p), Vec::<String>::new());
     let mut r = req(&p, Opcode::RC_RDMA_WRITE_LAST, 0x101, true);
     r.set_payload_len(256);
     inject(&mut p, r, &[2; 256]);
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("ACKNOWLEDGE"), 0x101, Some(0x1F), 1)]
+        vec!["RC ACKNOWLEDGE psn=257 AETH(ACK credits=31 msn=1)"]
     );
 }
 
@@ -127,7 +129,7 @@ fn middle_without_first_is_invalid_request() {
     inject(&mut p, r, b"oops");
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]
+        vec!["RC ACKNOWLEDGE psn=256 AETH(NAK InvalidRequest msn=0)"]
     );
     assert_eq!(p.qp_b().qp_state, QpState::Err);
     // the receive WQE is flushed
@@ -151,7 +153,7 @@ fn misaligned_atomic_from_the_wire_is_invalid_request() {
     inject(&mut p, r, &[]);
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]
+        vec!["RC ACKNOWLEDGE psn=256 AETH(NAK InvalidRequest msn=0)"]
     );
     assert_eq!(p.b.mem.load(0, 16), vec![0; 16]);
 }
@@ -164,7 +166,7 @@ fn wrong_write_length_is_invalid_request() {
     inject(&mut p, r, b"abcd");
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x61), 0)]
+        vec!["RC ACKNOWLEDGE psn=256 AETH(NAK InvalidRequest msn=0)"]
     );
 }
 
@@ -180,7 +182,7 @@ fn zero_length_write_needs_no_valid_rkey() {
     inject(&mut p, r, &[]);
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("ACKNOWLEDGE"), 0x100, Some(0x1F), 1)]
+        vec!["RC ACKNOWLEDGE psn=256 AETH(ACK credits=31 msn=1)"]
     );
 }
 
@@ -281,7 +283,7 @@ fn hostile_addresses_do_not_overflow() {
     inject(&mut p, r, &[]);
     assert_eq!(
         drain_b(&mut p),
-        vec![(s("RDMA_READ_RESPONSE_ONLY"), 0x100, Some(0x1F), 1)]
+        vec!["RC RDMA_READ_RESPONSE_ONLY psn=256 AETH(ACK credits=31 msn=1)"]
     );
 }
 
@@ -305,15 +307,18 @@ fn duplicate_read_must_end_within_the_original_psns() {
     };
     let r = read(&p, 0x100, 0, 3 * mtu);
     inject(&mut p, r, &[]);
-    let names = |v: Vec<(String, u32, Option<u8>, u32)>| -> Vec<(String, u32)> {
-        v.into_iter().map(|(n, psn, _, _)| (n, psn)).collect()
+    // opcode and PSN only
+    let names = |v: Vec<Repr>| -> Vec<String> {
+        v.iter()
+            .map(|r| packet_text(r.bth.opcode, r.bth.psn.value(), false, None, None, None))
+            .collect()
     };
     assert_eq!(
-        names(drain_b(&mut p)),
+        names(sent_b(&mut p)),
         vec![
-            (s("RDMA_READ_RESPONSE_FIRST"), 0x100),
-            (s("RDMA_READ_RESPONSE_MIDDLE"), 0x101),
-            (s("RDMA_READ_RESPONSE_LAST"), 0x102),
+            "RC RDMA_READ_RESPONSE_FIRST psn=256",
+            "RC RDMA_READ_RESPONSE_MIDDLE psn=257",
+            "RC RDMA_READ_RESPONSE_LAST psn=258",
         ]
     );
     // a re-read from the second packet: replayed with the original's PSNs (and opcodes: it
@@ -321,17 +326,17 @@ fn duplicate_read_must_end_within_the_original_psns() {
     let r = read(&p, 0x101, mtu as u64, 2 * mtu);
     inject(&mut p, r, &[]);
     assert_eq!(
-        names(drain_b(&mut p)),
+        names(sent_b(&mut p)),
         vec![
-            (s("RDMA_READ_RESPONSE_MIDDLE"), 0x101),
-            (s("RDMA_READ_RESPONSE_LAST"), 0x102),
+            "RC RDMA_READ_RESPONSE_MIDDLE psn=257",
+            "RC RDMA_READ_RESPONSE_LAST psn=258",
         ]
     );
     // from the last packet, all three packets' bytes: would need PSNs 0x102..0x104
     let dropped = p.nic_b().counters().req_dropped;
     let r = read(&p, 0x102, 0, 3 * mtu);
     inject(&mut p, r, &[]);
-    assert_eq!(names(drain_b(&mut p)), vec![]);
+    assert_eq!(names(sent_b(&mut p)), Vec::<String>::new());
     assert_eq!(p.nic_b().counters().req_dropped, dropped + 1);
     assert_eq!(p.nic_b().counters().duplicate_request, 2);
 }
@@ -344,12 +349,20 @@ fn write_only_must_carry_its_whole_reth_length() {
     let mtu = 1024usize;
     let acked = |p: &mut Pair, psn: u32| {
         assert_eq!(
-            drain_b(p).last().map(|x| (x.1, x.2)),
-            Some((psn, Some(0x1F)))
+            sent_b(p)
+                .last()
+                .map(|r| (r.bth.psn.value(), r.aeth.map(|a| a.syndrome))),
+            Some((psn, Some(aeth::Syndrome::ACK)))
         )
     };
     let naked = |p: &mut Pair, psn: u32| {
-        assert_eq!(drain_b(p), vec![(s("ACKNOWLEDGE"), psn, Some(0x61), 0)]);
+        assert_eq!(
+            drain_b(p),
+            vec![format!(
+                "RC ACKNOWLEDGE psn={} AETH(NAK InvalidRequest msn=0)",
+                Psn::new(psn)
+            )]
+        );
         assert_eq!(p.qp_b().qp_state, QpState::Err);
         assert_eq!(
             p.b.mem.load(0, 2 * mtu),
