@@ -404,18 +404,34 @@ fn a_retried_send_that_takes_a_receive_is_sent_once_so_rnr_costs_one_retry() {
     assert_eq!(p.nic_a().counters().rcvd_rnr_err, 1);
 }
 
-/// Every packet A transmits now: `(psn, opcode, bytes, meta)`.
-fn drain(nic: &mut Nic, now: Instant, most: usize) -> Vec<(u32, u8, Vec<u8>, RxMeta)> {
+/// One transmitted packet, kept to be delivered later.
+struct Tx {
+    psn: u32,
+    /// Opcode and PSN as [`packet_text`].
+    line: String,
+    bytes: Vec<u8>,
+    meta: RxMeta,
+}
+
+/// Every packet `nic` transmits now (at most `most`).
+fn drain(nic: &mut Nic, now: Instant, most: usize) -> Vec<Tx> {
     let mut buf = vec![0u8; 4096 + 256];
     let mut out = Vec::new();
     while out.len() < most {
         let Some(t) = nic.poll_transmit(now, &mut buf) else {
             break;
         };
-        let b = buf[..t.len].to_vec();
-        let psn = u32::from_be_bytes([0, b[9], b[10], b[11]]);
+        let bytes = buf[..t.len].to_vec();
+        let pkt = roce_wire::transport::Packet::new_checked(&bytes[..]).unwrap();
+        let (op, psn) = (pkt.opcode(), pkt.bth().psn().value());
+        let line = packet_text(op, psn, false, None, None, None);
         let meta = t.rx_meta();
-        out.push((psn, b[0], b, meta));
+        out.push(Tx {
+            psn,
+            line,
+            bytes,
+            meta,
+        });
     }
     out
 }
@@ -440,54 +456,63 @@ fn a_retry_after_a_late_ack_resends_the_acked_last_packet_with_its_own_psn() {
     assert_eq!(first.len(), 8);
     let mut acks = Vec::new();
     for w in first.chunks(4) {
-        for (_, _, b, m) in w {
+        for Tx {
+            bytes: b, meta: m, ..
+        } in w
+        {
             p.net.nics[ib].handle_datagram(now, m, b);
         }
         acks.extend(drain(&mut p.net.nics[ib], now, usize::MAX));
     }
     let ack_w1 = acks
         .iter()
-        .find(|a| a.0 == 0x103)
+        .find(|a| a.psn == 0x103)
         .expect("B ACKs W1's last PSN");
     // the ACK timer fires: a probe, W1's first packet with AckReq (deviation 16), is lost
     now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
     p.net.nics[ia].handle_timeout(now);
     let probe = drain(&mut p.net.nics[ia], now, usize::MAX);
-    assert_eq!(probe.iter().map(|x| x.0).collect::<Vec<_>>(), [0x100]);
+    assert_eq!(probe.iter().map(|x| x.psn).collect::<Vec<_>>(), [0x100]);
     // it fires again: two packets of the rewound W1 go out (and are lost)
     now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
     p.net.nics[ia].handle_timeout(now);
     let again = drain(&mut p.net.nics[ia], now, 2);
     assert_eq!(
-        again.iter().map(|x| x.0).collect::<Vec<_>>(),
+        again.iter().map(|x| x.psn).collect::<Vec<_>>(),
         [0x100, 0x101]
     );
-    p.net.nics[ia].handle_datagram(now, &ack_w1.3, &ack_w1.2);
+    p.net.nics[ia].handle_datagram(now, &ack_w1.meta, &ack_w1.bytes);
     // the rest of the resend is lost too; the timer fires again
     let rest = drain(&mut p.net.nics[ia], now, usize::MAX);
     assert!(!rest.is_empty());
     now = p.net.nics[ia].poll_timeout().expect("ACK timer armed");
     p.net.nics[ia].handle_timeout(now);
     let retry = drain(&mut p.net.nics[ia], now, usize::MAX);
-    // RC RDMA WRITE LAST = 0x08, FIRST = 0x06
     assert_eq!(
-        (retry[0].0, retry[0].1),
-        (0x103, 0x08),
-        "W1's last packet, with its own PSN"
+        retry[0].line, "RC RDMA_WRITE_LAST psn=259",
+        "W1's last packet, with its own PSN (0x103)"
     );
     assert_eq!(
-        (retry[1].0, retry[1].1),
-        (0x104, 0x06),
+        retry[1].line, "RC RDMA_WRITE_FIRST psn=260",
         "then W2 from its FIRST"
     );
     // B takes it all as duplicates and re-ACKs: both WRITEs complete successfully
-    for (_, _, b, m) in &retry {
+    for Tx {
+        bytes: b, meta: m, ..
+    } in &retry
+    {
         p.net.nics[ib].handle_datagram(now, m, b);
     }
-    for (_, _, b, m) in drain(&mut p.net.nics[ib], now, usize::MAX) {
+    for Tx {
+        bytes: b, meta: m, ..
+    } in drain(&mut p.net.nics[ib], now, usize::MAX)
+    {
         p.net.nics[ia].handle_datagram(now, &m, &b);
     }
-    for (_, _, b, m) in &acks {
+    for Tx {
+        bytes: b, meta: m, ..
+    } in &acks
+    {
         p.net.nics[ia].handle_datagram(now, m, b);
     }
     let mut wc = [WorkCompletion::default(); 4];
@@ -550,30 +575,36 @@ fn one_ack_covering_three_writes_completes_them_in_order_and_a_read_after_them()
     let now = p.net.now;
     let requests = drain(&mut p.net.nics[ia], now, usize::MAX);
     assert_eq!(
-        requests.iter().map(|r| r.0).collect::<Vec<_>>(),
+        requests.iter().map(|r| r.psn).collect::<Vec<_>>(),
         [0x100, 0x101, 0x102, 0x103]
     );
     // B answers each request before the next arrives (so its ACKs do not coalesce).
     let mut responses = Vec::new();
-    for (_, _, b, m) in &requests {
+    for Tx {
+        bytes: b, meta: m, ..
+    } in &requests
+    {
         p.net.nics[ib].handle_datagram(now, m, b);
         responses.extend(drain(&mut p.net.nics[ib], now, usize::MAX));
     }
-    // three ACKs (opcode 0x11), then the four READ responses (0x0D-0x0F)
+    // three ACKs, then the four READ responses (PSNs 0x100-0x106)
     assert_eq!(
-        responses.iter().map(|r| (r.0, r.1)).collect::<Vec<_>>(),
+        responses
+            .iter()
+            .map(|r| r.line.as_str())
+            .collect::<Vec<_>>(),
         [
-            (0x100, 0x11),
-            (0x101, 0x11),
-            (0x102, 0x11),
-            (0x103, 0x0D),
-            (0x104, 0x0E),
-            (0x105, 0x0E),
-            (0x106, 0x0F)
+            "RC ACKNOWLEDGE psn=256",
+            "RC ACKNOWLEDGE psn=257",
+            "RC ACKNOWLEDGE psn=258",
+            "RC RDMA_READ_RESPONSE_FIRST psn=259",
+            "RC RDMA_READ_RESPONSE_MIDDLE psn=260",
+            "RC RDMA_READ_RESPONSE_MIDDLE psn=261",
+            "RC RDMA_READ_RESPONSE_LAST psn=262"
         ]
     );
-    let deliver = |p: &mut Pair, r: &(u32, u8, Vec<u8>, RxMeta)| {
-        p.net.nics[ia].handle_datagram(now, &r.3, &r.2);
+    let deliver = |p: &mut Pair, r: &Tx| {
+        p.net.nics[ia].handle_datagram(now, &r.meta, &r.bytes);
     };
     deliver(&mut p, &responses[2]);
     let wcs = p.scq_a();
