@@ -49,8 +49,8 @@ fn a_ready_qp_sends_64_kib_before_the_next_qp_gets_its_turn() {
     let mut order = Vec::new();
     let now = p.net.now;
     while let Some(t) = p.net.nics[ia].poll_transmit(now, &mut buf) {
-        let b = &buf[..t.len];
-        order.push(u32::from_be_bytes([0, b[5], b[6], b[7]]));
+        let bth = roce_wire::bth::Packet::new_checked(&buf[..t.len]).unwrap();
+        order.push(bth.dest_qp());
     }
     let runs: Vec<(u32, usize)> = order
         .chunk_by(|x, y| x == y)
