@@ -23,6 +23,10 @@ mod field {
 /// Length of the BTH.
 pub const HEADER_LEN: usize = 12;
 
+/// Offset of the byte holding FECN, BECN and Resv6a: the BTH's only variant field (switches
+/// may mark congestion in it), which the ICRC covers as all ones.
+pub const VARIANT_BYTE: usize = field::RESV8A;
+
 crate::field::fixed_view!(HEADER_LEN, "BTH");
 
 impl<T: AsRef<[u8]>> Packet<T> {

@@ -92,7 +92,7 @@ pub fn compute(net: Network<'_>, transport: &[u8]) -> Result<u32> {
     }
     let b = &mut pseudo[at..at + BTH_LEN];
     b.copy_from_slice(&transport[..BTH_LEN]);
-    b[4] = 0xFF; // FECN, BECN, resv6a
+    b[crate::bth::VARIANT_BYTE] = 0xFF; // FECN, BECN, resv6a
     at += BTH_LEN;
     let mut h = hasher();
     h.update(&pseudo[..at]);
@@ -233,6 +233,9 @@ pub fn start_udp(
     h.update(&p[..b + BTH_LEN]);
     Some(Partial(h))
 }
+
+// `ipv4_start` writes the BTH's variant byte as 0xFF in place of `bth[4]`.
+const _: () = assert!(crate::bth::VARIANT_BYTE == 4);
 
 /// [`start_udp`] for IPv4 (`bth` at least 12 bytes, `transport_len` at least 12), plus `tail`
 /// (at most 15 bytes: what follows the BTH of a short packet, or nothing). The pseudo header is
