@@ -46,6 +46,7 @@ pub mod immdt;
 pub mod mad;
 pub mod opcode;
 mod psn;
+mod qpn;
 pub mod rdeth;
 pub mod reth;
 mod store16;
@@ -60,6 +61,7 @@ pub mod pcap;
 pub use error::{Error, Result};
 pub use opcode::{OpFlags, OpInfo, Opcode, Support, Transport};
 pub use psn::Psn;
+pub use qpn::Qpn;
 
 /// UDP destination port of RoCEv2 (IANA "roce").
 pub const ROCE_V2_UDP_PORT: u16 = 4791;
