@@ -609,19 +609,20 @@ impl Qp {
             self.req.wait_rnr = false;
             self.req.need_retry = true;
         }
-        if expired.retrans {
-            if self.qp_type == QpType::Rc && matches!(self.state, QpState::Rts | QpState::Sqd) {
-                if self.error_retry(ctx, Trigger::Timeout) == CompSt::Error {
-                    let h = self.sq.head;
-                    self.complete_head(ctx);
-                    let _ = h;
-                    self.to_error(ctx);
-                } else {
-                    if self.req.psn.diff(self.comp.psn) > 0 && !self.req.need_retry {
-                        self.arm_retrans(now);
-                    }
-                    self.report_stall(ctx, now);
+        if expired.retrans
+            && self.qp_type == QpType::Rc
+            && matches!(self.state, QpState::Rts | QpState::Sqd)
+        {
+            if self.error_retry(ctx, Trigger::Timeout) == CompSt::Error {
+                let h = self.sq.head;
+                self.complete_head(ctx);
+                let _ = h;
+                self.to_error(ctx);
+            } else {
+                if self.req.psn.diff(self.comp.psn) > 0 && !self.req.need_retry {
+                    self.arm_retrans(now);
                 }
+                self.report_stall(ctx, now);
             }
         }
     }

@@ -118,7 +118,7 @@ impl ReqState {
 }
 
 /// Completer variables (rxe `qp->comp`).
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct CompState {
     pub psn: Psn,
     pub opcode: Option<Opcode>,
@@ -148,24 +148,6 @@ pub(crate) struct CompState {
 pub(crate) const MAX_RETRANS_BACKOFF: u8 = 2;
 
 pub(crate) use timers::{Timers, NEVER};
-
-impl Default for CompState {
-    fn default() -> Self {
-        CompState {
-            psn: Psn::default(),
-            opcode: None,
-            retry_cnt: 0,
-            rnr_retry: 0,
-            started_retry: false,
-            timers: Timers::default(),
-            backoff: 0,
-            last_progress: 0,
-            busy_since: 0,
-            stall_reported: false,
-            answered: false,
-        }
-    }
-}
 
 /// A responder resource: what a duplicate READ, atomic, FLUSH or ATOMIC WRITE needs to be
 /// replayed.

@@ -382,7 +382,8 @@ impl std::fmt::Debug for Seen {
 
 impl PartialEq<&str> for Seen {
     fn eq(&self, text: &&str) -> bool {
-        self.to_string() == *text
+        let line = self.to_string();
+        line == *text
     }
 }
 
