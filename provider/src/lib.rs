@@ -1,5 +1,7 @@
-//! roce-provider: the verbs API and the runtime that drives an emulated NIC over the UDP
-//! datapath of `roce-udp`, the steering helper of shared devices, and the `roce` command line.
+//! roce-provider: the verbs API ([`verbs`]) and the runtime ([`runtime`]) that drives an
+//! emulated NIC over the UDP datapath of `roce-udp`, and the steering helper of shared devices
+//! ([`shared`]; the `roce` binary of `roce-cli` runs it as `roce steer`). The drop-in C libraries
+//! are `roce-ibverbs` (`provider/libibverbs`), the command line is `roce-cli` (`provider/cli`).
 //!
 //! # `unsafe`
 //! The crate denies `unsafe` code. Every syscall goes through the safe wrappers of `roce-udp`
@@ -9,15 +11,9 @@
 //!   program (allocation, raw-pointer copies, atomics over the bytes, `as_slice`).
 //! * `verbs/cq.rs`: one slice cast from `WorkCompletion` to the `repr(transparent)` type inside.
 //! * `verbs/sim.rs`: `Send` for the simulated network whose sinks are all `Send`.
-//! * `ns.rs`: `unshare`/`mount` for `roce run`'s private device view.
 #![deny(unsafe_code)]
 
-pub mod bench;
-pub mod cli;
-pub mod decode;
 pub mod entropy;
-pub mod ns;
-pub mod perfbench;
 pub mod runtime;
 pub mod shared;
 pub mod verbs;

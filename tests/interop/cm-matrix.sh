@@ -575,7 +575,7 @@ if [ -n "$BIN" ]; then
   cp -L "$BIN/lib/libibverbs.so.1" "$OUT/bin/lib/libibverbs.so.1"
 else
   say "building roce + libibverbs.so.1 (release)"
-  if ! (cd "$REPO_DIR" && cargo build --release -q -p roce-provider -p roce-ibverbs) >"$OUT/build.txt" 2>&1; then
+  if ! (cd "$REPO_DIR" && cargo build --release -q -p roce-cli -p roce-ibverbs) >"$OUT/build.txt" 2>&1; then
     tail -n 30 "$OUT/build.txt"; fail_early "cargo build failed"
   fi
   cp "$REPO_DIR/target/release/roce" "$OUT/bin/roce"

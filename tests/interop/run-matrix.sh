@@ -111,7 +111,7 @@ if [ -n "$BIN" ]; then
     { echo "interop: --bin $BIN lacks roce or lib/libibverbs.so.1"; echo "stage-result: 0 passed, 1 failed"; exit 1; }
 else
 say "building roce + libibverbs.so.1 (release)"
-if ! (cd "$REPO_DIR" && cargo build --release -q -p roce-provider -p roce-ibverbs) >"$OUT/build.txt" 2>&1; then
+if ! (cd "$REPO_DIR" && cargo build --release -q -p roce-cli -p roce-ibverbs) >"$OUT/build.txt" 2>&1; then
   tail -n 30 "$OUT/build.txt"
   echo "interop: cargo build failed"
   echo "stage-result: 0 passed, 1 failed"

@@ -1,5 +1,5 @@
 //! Verbs API tests on the simulated network (deterministic, fast). The same flows over real
-//! UDP sockets are in `provider/tests/verbs_udp.rs`.
+//! UDP sockets are in `provider/cli/tests/verbs_udp.rs`.
 use super::sim::{LinkConfig, SimFabric};
 use super::*;
 use std::time::Duration;

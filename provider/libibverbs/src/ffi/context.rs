@@ -91,7 +91,7 @@ fn make_device(i: usize, cfg: &DeviceConfig) -> usize {
             ibdev_path: [0; IBV_SYSFS_PATH_MAX],
         });
         copy_cstr(&mut dev.name, &cfg.name);
-        // `roce run` shows the device as /dev/infiniband/<ROCE_UVERBS> (provider/src/ns.rs)
+        // `roce run` shows the device as /dev/infiniband/<ROCE_UVERBS> (provider/cli/src/ns.rs)
         let first: usize = std::env::var("ROCE_UVERBS")
             .ok()
             .and_then(|u| u.strip_prefix("uverbs")?.parse().ok())

@@ -9,11 +9,11 @@ use std::time::Duration;
 
 #[path = "../examples/lossy_pcap.rs"]
 mod lossy_pcap;
-#[path = "../examples/rc_pingpong.rs"]
+#[path = "../../examples/rc_pingpong.rs"]
 mod rc_pingpong;
-#[path = "../examples/ud_echo.rs"]
+#[path = "../../examples/ud_echo.rs"]
 mod ud_echo;
-#[path = "../examples/write_read_bw.rs"]
+#[path = "../../examples/write_read_bw.rs"]
 mod write_read_bw;
 
 const T: Duration = Duration::from_secs(20);

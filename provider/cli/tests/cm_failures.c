@@ -1,6 +1,6 @@
 /* RDMA CM failure paths through the drop-in librdmacm.so.1 (issue 19), each answered as kernel
  * rdma_cm answers it: an event or an errno, never a hang. Compiled and run by
- * provider/tests/cm_failures.rs through `roce run`, one role per process:
+ * provider/cli/tests/cm_failures.rs through `roce run`, one role per process:
  *
  *   server IP PORT DISC     accept one RC connection; DISC (server|client) names the side that
  *   client IP PORT DISC     disconnects with work posted (disconnect_with_work_posted below)

@@ -1,6 +1,6 @@
 /* ECE (RDMACM_1.3) through the drop-in librdmacm.so.1, as librdmacm v44 and kernel rdma_cm
  * behave over rxe (whose provider has no ECE: ibv_query_ece / ibv_set_ece say EOPNOTSUPP).
- * Compiled and run by provider/tests/cm_ece.rs under `roce run --ip IP`: one process, a
+ * Compiled and run by provider/cli/tests/cm_ece.rs under `roce run --ip IP`: one process, a
  * listener and a client on the same address (the CM MADs go out and come back on QP1).
  *
  *   cm_ece IP PORT

@@ -4,7 +4,7 @@
  * window's rkey, an access outside the window refused, LOCAL_INV (ibv_post_send and
  * ibv_wr_local_inv) and SEND with invalidate (ibv_post_send and ibv_wr_send_inv) with
  * IBV_WC_WITH_INV and invalidated_rkey, use after invalidation refused, the busy rules.
- * Compiled and run by provider/tests/memory_windows.rs through `roce run`.
+ * Compiled and run by provider/cli/tests/memory_windows.rs through `roce run`.
  *
  * Each phase connects a fresh pair of RC QPs on one NIC (an access error moves both to ERR):
  * A is the requester, B owns the windows. Prints one "CHECK <name> ok|FAIL ..." line per check

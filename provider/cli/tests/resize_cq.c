@@ -2,7 +2,7 @@
  * as kernel rxe does it: the size is rounded to one less than a power of two and reported in
  * cq->cqe, a size below the number of queued completions (or 0, or above max_cqe) fails with
  * EINVAL and changes nothing, queued completions stay in order, an armed notification stays
- * armed. Compiled and run by provider/tests/resize_cq.rs through `roce run`.
+ * armed. Compiled and run by provider/cli/tests/resize_cq.rs through `roce run`.
  *
  * QP A sends to QP B on the same NIC; B's receive CQ is the one resized. A's send completion
  * comes after B's ACK, which B sends after queuing the receive completion, so once A has its

@@ -1,6 +1,6 @@
 /* Misuse of the verbs C ABI on the roce drop-in libibverbs.so.1: every mistake must come back as
  * the documented errno or work-completion status, never a crash. Compiled and run by
- * provider/tests/misuse.rs through `roce run --ip 127.0.0.1`.
+ * provider/cli/tests/misuse.rs through `roce run --ip 127.0.0.1`.
  *
  * RC QPs are connected to themselves or to each other on the same NIC (same GID), so sends and
  * RDMA go out on UDP and come back to the same emulated NIC. Prints one "CHECK <name> ok|FAIL ..." line per check and exits 0

@@ -1,5 +1,5 @@
 /* What a program sees of the device where kernel rxe fails loudly or fills fields (issue 20,
- * item 3). Prints "KEY value" lines only, no verdicts: provider/tests/fidelity.rs runs it on the
+ * item 3). Prints "KEY value" lines only, no verdicts: provider/cli/tests/fidelity.rs runs it on the
  * roce drop-in libibverbs.so.1 (`roce run --ip 127.0.0.1`) and checks the values; the same
  * binary runs unchanged on kernel rxe in the qemu lab (tests/interop), which is where the
  * expected values come from.

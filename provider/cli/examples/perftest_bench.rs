@@ -1,11 +1,11 @@
 //! `ib_write_bw -s 65536` and `ib_send_lat -s 64` through the drop-in libibverbs.so.1 next to raw
-//! UDP on loopback, as ratios (see `roce_provider::perfbench`).
+//! UDP on loopback, as ratios (see `roce_cli::perfbench`).
 //!
 //! ```text
 //! provider/libibverbs/scripts/build-so.sh --release
-//! cargo run --release -p roce-provider --example perftest_bench -- [--mtu 4096] [--secs 3] [--iters 5000]
+//! cargo run --release -p roce-cli --example perftest_bench -- [--mtu 4096] [--secs 3] [--iters 5000]
 //! ```
-use roce_provider::perfbench::{print, run, Options};
+use roce_cli::perfbench::{print, run, Options};
 
 fn main() {
     let mut o = Options::default();

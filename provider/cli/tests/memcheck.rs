@@ -191,7 +191,7 @@ fn wait_free(ips: &[[u8; 4]]) {
     }
 }
 
-/// Compiles `provider/tests/<name>.c` as its own test does, plus `-g` for valgrind's stacks.
+/// Compiles `provider/cli/tests/<name>.c` as its own test does, plus `-g` for valgrind's stacks.
 fn compile(cc: &Path, name: &str, dir: &Path) -> PathBuf {
     let exe = dir.join(name);
     let src = format!("{}/tests/{name}.c", env!("CARGO_MANIFEST_DIR"));

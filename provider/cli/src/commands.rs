@@ -7,7 +7,7 @@
 //!   what a program started here would get.
 //! * `roce stat` prints their counters, like `rdma statistic`.
 
-use crate::runtime::{default_stat_dir, stat, Config};
+use roce_provider::runtime::{default_stat_dir, stat, Config};
 use clap::Args;
 use std::ffi::OsString;
 use std::io::Write;
@@ -259,8 +259,8 @@ pub struct SteerArgs {
 
 /// `roce steer`: runs the steering helper until its last process has gone.
 pub fn steer(a: &SteerArgs) -> u8 {
-    let policy = crate::runtime::Config::from_env().icrc_policy;
-    match crate::shared::steer(a.ip, policy) {
+    let policy = roce_provider::runtime::Config::from_env().icrc_policy;
+    match roce_provider::shared::steer(a.ip, policy) {
         Ok(()) => 0,
         Err(e) => {
             eprintln!("{e}");

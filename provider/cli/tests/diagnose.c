@@ -1,6 +1,6 @@
 /* Diagnostics that teach: provokes each classic verbs mistake once on the roce drop-in
  * libibverbs.so.1 (all QPs on one NIC, connected to each other over UDP). Compiled and run by
- * provider/tests/diagnose.rs through `roce run --ip 127.0.0.1`, which checks the one warning per
+ * provider/cli/tests/diagnose.rs through `roce run --ip 127.0.0.1`, which checks the one warning per
  * cause and QP on stderr and the counters of `roce stat` ($ROCE_STAT_CMD, run at the end).
  * Prints "QPN <mistake> <qp_num>" for the QP that should be warned about, and
  * "CHECK <name> ok|FAIL" for the status the program itself sees. */

@@ -9,7 +9,7 @@
 use super::report::{Baseline, BwRow, LatRow, Report, Scale};
 use super::Plan;
 use roce_udp::baseline::{self, PingPong, Technique};
-use crate::verbs::{
+use roce_provider::verbs::{
     AccessFlags, CompletionQueue, Context, DeviceConfig, Error, MemoryRegion, Mtu,
     ProtectionDomain, QpType, QueuePair, QueuePairEndpoint, RemoteSlice, SendRequest, WcOpcode,
     WorkCompletion,
@@ -231,7 +231,7 @@ impl Side {
         cq: &CompletionQueue,
         max_send_wr: u32,
         max_recv_wr: u32,
-    ) -> Result<crate::verbs::PreparedQueuePair, String> {
+    ) -> Result<roce_provider::verbs::PreparedQueuePair, String> {
         self.qp_for(None, cq, max_send_wr, max_recv_wr)
     }
 
@@ -243,7 +243,7 @@ impl Side {
         cq: &CompletionQueue,
         max_send_wr: u32,
         max_recv_wr: u32,
-    ) -> Result<crate::verbs::PreparedQueuePair, String> {
+    ) -> Result<roce_provider::verbs::PreparedQueuePair, String> {
         let b = self
             .pd
             .create_qp(cq, cq, QpType::Rc)

@@ -15,7 +15,7 @@
 mod measure;
 mod report;
 
-use crate::verbs::{parse_mtu, Mtu};
+use roce_provider::verbs::{parse_mtu, Mtu};
 use clap::Args;
 use std::io::Write;
 use std::net::IpAddr;
@@ -55,7 +55,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "127.0.0.2")]
     pub peer_ip: IpAddr,
     /// TCP control port for --server / --client.
-    #[arg(long, default_value_t = crate::verbs::exchange::DEFAULT_PORT)]
+    #[arg(long, default_value_t = roce_provider::verbs::exchange::DEFAULT_PORT)]
     pub port: u16,
     /// Seconds per bandwidth point (and per baseline point).
     #[arg(long, value_name = "SECS")]
@@ -106,7 +106,7 @@ fn parse_mtu_arg(s: &str) -> Result<Mtu, String> {
 
 /// `64`, `4K`, `64KiB`, `1M` → bytes.
 fn parse_loss(s: &str) -> Result<f64, String> {
-    crate::runtime::parse_fraction(s)
+    roce_provider::runtime::parse_fraction(s)
 }
 
 pub fn parse_size(s: &str) -> Result<usize, String> {

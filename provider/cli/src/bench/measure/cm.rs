@@ -9,7 +9,7 @@
 //! reads the EOF and closes).
 
 use super::*;
-use crate::verbs::cm;
+use roce_provider::verbs::cm;
 use serde_json::{json, Value};
 use socket2::{Domain, Protocol, SockAddr, Socket, Type};
 use std::io::Read;

@@ -6,7 +6,7 @@
  * IBV_WC_FLUSH 8), both refused in ibv_post_send (EINVAL), a FLUSH of a region without FLUSH
  * access (remote access error) and a misaligned ATOMIC WRITE (remote invalid request).
  * Compiled against the installed verbs.h (rdma-core v44 on Debian 12: no FLUSH names yet) and
- * run by provider/tests/flush_atomic_write.rs through `roce run --ip A,B`. Prints one
+ * run by provider/cli/tests/flush_atomic_write.rs through `roce run --ip A,B`. Prints one
  * "CHECK <name> ok|FAIL ..." line per check and exits 0 iff all pass. */
 #include "verbs_setup.h"
 

@@ -4,10 +4,10 @@
 //! a pcap file, then that file decoded as `roce decode FILE` does.
 //!
 //! ```text
-//! cargo run --release -p roce-provider --example lossy_pcap [OUT.pcap]
+//! cargo run --release -p roce-cli --example lossy_pcap [OUT.pcap]
 //! roce decode OUT.pcap      # or open it in Wireshark
 //! ```
-use roce_provider::decode::{self, DecodeArgs};
+use roce_cli::decode::{self, DecodeArgs};
 use roce_provider::verbs::sim::{LinkConfig, SimFabric};
 use roce_provider::verbs::{AccessFlags, DeviceConfig, QpType};
 use std::path::{Path, PathBuf};

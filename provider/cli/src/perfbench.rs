@@ -12,8 +12,8 @@
 //! The perftest server runs on CPU 0 and the client on CPU 1 (`taskset`), as the raw UDP
 //! baseline pins its two threads.
 //!
-//! Run: `cargo run --release -p roce-provider --example perftest_bench -- [--mtu 4096] [--secs 3]`
-//! (builds nothing itself: the library must exist, see [`crate::cli::lib_dir`]).
+//! Run: `cargo run --release -p roce-cli --example perftest_bench -- [--mtu 4096] [--secs 3]`
+//! (builds nothing itself: the library must exist, see [`crate::commands::lib_dir`]).
 
 use roce_udp::baseline::{self, Technique};
 use std::io::Write;
@@ -30,7 +30,7 @@ pub struct Options {
     pub secs: u64,
     /// Iterations of `ib_send_lat` and of the raw ping-pong.
     pub lat_iters: usize,
-    /// Directory with `libibverbs.so.1` (default [`crate::cli::lib_dir`]).
+    /// Directory with `libibverbs.so.1` (default [`crate::commands::lib_dir`]).
     pub lib_dir: Option<PathBuf>,
     /// TCP port perftest exchanges addresses on.
     pub port: u16,
@@ -204,7 +204,7 @@ fn result_field(out: &str, i: usize) -> Option<f64> {
 pub fn run(o: &Options, log: &mut dyn Write) -> Result<Report, String> {
     let lib = match &o.lib_dir {
         Some(d) => d.clone(),
-        None => crate::cli::lib_dir()?,
+        None => crate::commands::lib_dir()?,
     };
     let mut r = Report {
         datagram: 12 + o.mtu as usize + 4,
