@@ -157,7 +157,7 @@ impl Gsi {
             deth::Repr {
                 qkey: mad::GSI_QKEY,
                 resv: 0,
-                src_qp: mad::GSI_QPN,
+                src_qp: roce_wire::Qpn::new(mad::GSI_QPN),
             }
             .emit(&mut deth::Packet::new_unchecked(
                 &mut buf[bth::HEADER_LEN..bth::HEADER_LEN + deth::HEADER_LEN],

@@ -319,7 +319,7 @@ fn ud_send_writes_grh_and_src_qp() {
         vec!["nic0 UD SEND_ONLY_WITH_IMMEDIATE psn=256 len=9"]
     );
     let d = cap[0].repr.deth.unwrap();
-    assert_eq!((d.qkey, d.src_qp), (0x1111_1111, aq));
+    assert_eq!((d.qkey, d.src_qp.value()), (0x1111_1111, aq));
     let rc = p.rcq_b();
     assert_eq!(rc.len(), 1);
     assert_eq!(

@@ -297,7 +297,7 @@ fn packets_from_strangers_are_dropped_and_counted() {
     assert_eq!(p.nic_b().counters().bad_dst, 2);
     // a QPN B does not have
     let mut r2 = r;
-    r2.bth.dest_qp = 0x7777;
+    r2.bth.dest_qp = roce_wire::Qpn::new(0x7777);
     inject_raw(&mut p, bi, a_ip, b_ip, &r2, b"evil");
     assert_eq!(p.nic_b().counters().no_qp, 1);
     // a second RC QP on B connected to 10.0.0.3: A's address is a stranger to it
@@ -316,7 +316,7 @@ fn packets_from_strangers_are_dropped_and_counted() {
     };
     connect(&mut p.net.nics[bi], &me, &other, &o, 0x500, 0x100);
     let mut r3 = r;
-    r3.bth.dest_qp = q2;
+    r3.bth.dest_qp = roce_wire::Qpn::new(q2);
     inject_raw(&mut p, bi, a_ip, b_ip, &r3, b"evil");
     let c = *p.nic_b().counters();
     assert_eq!(c.bad_src, 2, "{c:?}");

@@ -265,7 +265,7 @@ fn floods_to_nonexistent_qpns_are_counted() {
         if q == p.b.qpn {
             q ^= 1;
         }
-        r.bth.dest_qp = q;
+        r.bth.dest_qp = roce_wire::Qpn::new(q);
         to_b(&mut p, &r, b"flod");
     }
     let c = *p.nic_b().counters();

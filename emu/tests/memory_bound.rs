@@ -320,7 +320,7 @@ fn a_flood_to_nonexistent_qpns_allocates_nothing() {
     let before = ALLOCS.with(|x| x.get());
     let live0 = live();
     for q in 0..100_000u32 {
-        r.bth.dest_qp = (q * 7919) & 0xFF_FFFF;
+        r.bth.dest_qp = roce_wire::Qpn::new((q * 7919) & 0xFF_FFFF);
         if r.bth.dest_qp == b.qpns[0] {
             continue;
         }

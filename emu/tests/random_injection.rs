@@ -125,7 +125,7 @@ fn random_packet(
         r.deth = Some(deth::Repr {
             qkey: rng.gen(),
             resv: 0,
-            src_qp: rng.gen_range(0..1 << 24),
+            src_qp: roce_wire::Qpn::new(rng.gen_range(0..1 << 24)),
         });
     }
     let plen = if f.contains(OpFlags::PAYLOAD) {

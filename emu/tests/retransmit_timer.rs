@@ -252,7 +252,7 @@ fn stream_to_a_slow_peer(qps: usize, msgs: u64, bytes_per_s: u64) -> (usize, usi
     let requests: Vec<_> = cap.iter().filter(|c| c.from == 0).collect();
     let distinct: HashSet<(u32, u32)> = requests
         .iter()
-        .map(|c| (c.repr.bth.dest_qp, c.repr.bth.psn.value()))
+        .map(|c| (c.repr.bth.dest_qp.value(), c.repr.bth.psn.value()))
         .collect();
     let timeouts = p.nic_a().counters().retry_timeouts;
     (requests.len(), distinct.len(), timeouts, secs)

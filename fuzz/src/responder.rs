@@ -319,7 +319,7 @@ pub fn craft(u: &mut Unstructured<'_>, s: &Responder, q: usize) -> (Repr, u8) {
         r.deth = Some(deth::Repr {
             qkey,
             resv: 0,
-            src_qp: range(u, 0, 0xFF_FFFF),
+            src_qp: roce_wire::Qpn::new(range(u, 0, 0xFF_FFFF)),
         });
     }
     if f.contains(OpFlags::AETH) {

@@ -194,7 +194,7 @@ fn seeds() -> Vec<(&'static str, String, Vec<u8>)> {
             r.deth = Some(deth::Repr {
                 qkey: mad::GSI_QKEY,
                 resv: 0,
-                src_qp: 1,
+                src_qp: roce_wire::Qpn::new(1),
             });
             r.set_payload_len(m.len());
             let mut t = vec![0u8; r.buffer_len()];

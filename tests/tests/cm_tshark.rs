@@ -26,7 +26,7 @@ fn gsi_packet(m: &Mad, psn: u32) -> Vec<u8> {
     r.deth = Some(deth::Repr {
         qkey: mad::GSI_QKEY,
         resv: 0,
-        src_qp: 1,
+        src_qp: roce_wire::Qpn::new(1),
     });
     r.set_payload_len(mad::MAD_LEN);
     let mut buf = vec![0u8; r.buffer_len()];

@@ -6,7 +6,7 @@
 //! ```
 use crate::field::*;
 use crate::opcode::Opcode;
-use crate::{Error, Psn, Result};
+use crate::{Error, Psn, Qpn, Result};
 use core::fmt;
 
 mod field {
@@ -158,7 +158,7 @@ pub struct Repr {
     /// Reserved 6 bits of byte 4 (masked by the ICRC).
     pub resv6a: u8,
     /// Destination QP.
-    pub dest_qp: u32,
+    pub dest_qp: Qpn,
     /// AckReq.
     pub ack_req: bool,
     /// Reserved 7 bits of byte 8.
@@ -179,7 +179,7 @@ impl Repr {
             fecn: false,
             becn: false,
             resv6a: 0,
-            dest_qp: dest_qp & 0xFF_FFFF,
+            dest_qp: Qpn::new(dest_qp),
             ack_req: false,
             resv7: 0,
             psn,
@@ -208,7 +208,7 @@ impl Repr {
             fecn: p.fecn(),
             becn: p.becn(),
             resv6a: p.resv6a(),
-            dest_qp: p.dest_qp(),
+            dest_qp: Qpn::new(p.dest_qp()),
             ack_req: p.ack_req(),
             resv7: p.resv7(),
             psn: p.psn(),
@@ -226,7 +226,7 @@ impl Repr {
         p.set_flags(self.se, self.migreq, self.pad_cnt, 0);
         p.set_pkey(self.pkey);
         p.set_resv8a(self.fecn, self.becn, self.resv6a);
-        p.set_dest_qp(self.dest_qp);
+        p.set_dest_qp(self.dest_qp.value());
         p.set_ack_req(self.ack_req, self.resv7);
         p.set_psn(self.psn);
     }
@@ -403,7 +403,8 @@ mod test {
                 r.pkey = 0x8001 + pad as u16;
                 let mut a = [0u8; 12];
                 r.emit(&mut Packet::new_unchecked(&mut a[..]));
-                let w = fast::Words::new(op, r.se, pad, r.pkey, r.dest_qp, r.ack_req, r.psn);
+                let w =
+                    fast::Words::new(op, r.se, pad, r.pkey, r.dest_qp.value(), r.ack_req, r.psn);
                 let mut b = [0xEEu8; 12];
                 w.store(&mut b);
                 assert_eq!(a, b);

@@ -1,6 +1,6 @@
 //! Datagram Extended Transport Header (8 bytes): Q_Key and source QP (UD, RD requests).
 use crate::field::*;
-use crate::Result;
+use crate::{Qpn, Result};
 
 mod field {
     use crate::field::Field;
@@ -55,7 +55,7 @@ pub struct Repr {
     /// Reserved byte (kept for byte-exact round trips).
     pub resv: u8,
     /// Source QP.
-    pub src_qp: u32,
+    pub src_qp: Qpn,
 }
 
 impl Repr {
@@ -71,7 +71,7 @@ impl Repr {
         Repr {
             qkey: p.qkey(),
             resv: p.resv(),
-            src_qp: p.src_qp(),
+            src_qp: Qpn::new(p.src_qp()),
         }
     }
     /// Always [`HEADER_LEN`].
@@ -82,7 +82,7 @@ impl Repr {
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
         p.set_qkey(self.qkey);
         p.set_resv(self.resv);
-        p.set_src_qp(self.src_qp);
+        p.set_src_qp(self.src_qp.value());
     }
 }
 

@@ -38,6 +38,21 @@ impl Qpn {
     }
 }
 
+impl PartialEq<u32> for Qpn {
+    /// Equal to the number it holds, so a `Qpn` field compares with a plain QPN.
+    #[inline]
+    fn eq(&self, v: &u32) -> bool {
+        self.0 == *v
+    }
+}
+
+impl PartialEq<Qpn> for u32 {
+    #[inline]
+    fn eq(&self, q: &Qpn) -> bool {
+        *self == q.0
+    }
+}
+
 impl From<Qpn> for u32 {
     #[inline]
     fn from(q: Qpn) -> u32 {
@@ -49,6 +64,12 @@ impl fmt::Display for Qpn {
     /// Hexadecimal, as the BTH's display and rxe's logs print QPNs: `0x11`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{:#x}", self.0)
+    }
+}
+
+impl fmt::LowerHex for Qpn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::LowerHex::fmt(&self.0, f)
     }
 }
 
@@ -68,6 +89,7 @@ mod test {
         assert_eq!(Qpn::checked(0xFF_FFFF), Some(Qpn::new(0xFF_FFFF)));
         assert_eq!(Qpn::checked(0x100_0000), None);
         assert_eq!(u32::from(Qpn::GSI), 1);
+        assert_eq!(Qpn::new(0x48) == 0x48, 0x48 == Qpn::new(0x48));
         extern crate std;
         use std::format;
         assert_eq!(

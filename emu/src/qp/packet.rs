@@ -55,7 +55,7 @@ impl RequestHeaders<'_> {
             deth::Repr {
                 qkey: w.remote_qkey,
                 resv: 0,
-                src_qp: self.src_qp,
+                src_qp: roce_wire::Qpn::new(self.src_qp),
             }
             .emit(&mut deth::Packet::new_unchecked(&mut b[at..]));
             at += hdr_len::DETH;
@@ -149,7 +149,7 @@ mod test {
             r.deth = Some(deth::Repr {
                 qkey: w.remote_qkey,
                 resv: 0,
-                src_qp: h.src_qp,
+                src_qp: roce_wire::Qpn::new(h.src_qp),
             });
         }
         r.set_payload_len(h.payload as usize);

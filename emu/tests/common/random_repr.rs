@@ -61,7 +61,7 @@ pub fn random_repr(
         r.deth = Some(deth::Repr {
             qkey: if rng.gen_bool(0.9) { 0x1111 } else { 1 },
             resv: 0,
-            src_qp: 5,
+            src_qp: roce_wire::Qpn::new(5),
         });
     }
     if f.contains(OpFlags::PAYLOAD) {

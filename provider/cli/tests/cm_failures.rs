@@ -358,7 +358,7 @@ fn gsi_datagram(src: IpAddr, dst: IpAddr, payload: &[u8], qkey: u32, psn: u32) -
     r.deth = Some(deth::Repr {
         qkey,
         resv: 0,
-        src_qp: 1,
+        src_qp: roce_wire::Qpn::new(1),
     });
     r.set_payload_len(payload.len());
     let mut buf = vec![0u8; r.buffer_len()];

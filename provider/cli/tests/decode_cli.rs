@@ -42,7 +42,7 @@ fn packet(op: Opcode, payload: &[u8]) -> Vec<u8> {
     r.deth = o.deth.map(|_| deth::Repr {
         qkey: 0x8001_0000,
         resv: 0,
-        src_qp: 1,
+        src_qp: roce_wire::Qpn::new(1),
     });
     r.immdt = o.immdt.map(|_| immdt::Repr { imm: 0xcafe });
     r.ieth = o.ieth.map(|_| ieth::Repr { rkey: 0x77 });
@@ -433,7 +433,7 @@ fn gsi_packet(mad_bytes: &[u8; 256], psn: u32) -> Vec<u8> {
     r.deth = Some(deth::Repr {
         qkey: mad::GSI_QKEY,
         resv: 0,
-        src_qp: 1,
+        src_qp: roce_wire::Qpn::new(1),
     });
     packet_with(r, mad_bytes)
 }

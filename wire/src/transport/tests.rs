@@ -22,7 +22,7 @@ fn every_opcode_roundtrips() {
         r.deth = o.deth.map(|_| deth::Repr {
             qkey: 0x1111_1111,
             resv: 0,
-            src_qp: 0x22,
+            src_qp: crate::Qpn::new(0x22),
         });
         r.xrceth = o.xrceth.map(|_| 0x33);
         r.feth = o
