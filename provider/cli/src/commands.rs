@@ -7,8 +7,8 @@
 //!   what a program started here would get.
 //! * `roce stat` prints their counters, like `rdma statistic`.
 
-use roce_provider::runtime::{default_stat_dir, stat, Config};
 use clap::Args;
+use roce_provider::runtime::{default_stat_dir, stat, Config};
 use std::ffi::OsString;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -93,7 +93,7 @@ pub fn lib_dir() -> Result<PathBuf, String> {
         if ws.join("Cargo.toml").exists() {
             let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
             c.current_dir(ws)
-                .args(["build", "-q", "-p", "roce-ibverbs"]);
+                .args(["build", "-q", "-p", "roce-ibverbs", "-p", "roce-netlink"]);
             if profile == "release" {
                 c.arg("--release");
             }
@@ -230,6 +230,17 @@ pub fn run(a: &RunArgs) -> u8 {
         match crate::ns::enter(&view) {
             Ok(uverbs) => {
                 c.env("ROCE_UVERBS", uverbs);
+                match crate::ns::netlink_env(&view, &dir) {
+                    Some(vars) => {
+                        c.envs(vars);
+                    }
+                    None => eprintln!(
+                        "roce: rdma dev / rdma link will not show {}: no libroce_netlink.so in {} \
+                         (cargo build -p roce-netlink)",
+                        view.name,
+                        dir.display()
+                    ),
+                }
             }
             Err(e) => eprintln!(
                 "roce: {} is not shown in /dev/infiniband and /sys/class/infiniband to this \

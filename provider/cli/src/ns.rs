@@ -18,7 +18,8 @@
 //! are never written. Limits (README): only `roce run`'s program and children see it; the
 //! tree is a snapshot taken at start; a program doing its own uverbs ioctls gets ENOTTY from
 //! `/dev/null`; unprivileged user namespaces may be disabled (then `roce run` says so once and
-//! runs the program without the view); `rdma link` needs netlink and sees nothing.
+//! runs the program without the view). `rdma dev` / `rdma link` ask netlink, not sysfs:
+//! [`netlink_env`] preloads `roce-netlink` (provider/netlink), which answers them from this tree.
 //!
 //! # Safety
 //! The `unsafe` here is `libc::unshare` and `libc::mount` with NUL-terminated paths we own,
@@ -185,7 +186,8 @@ pub fn sysfs_files(v: &View, netdev: &str) -> Vec<(String, String)> {
         ("node_guid".into(), colon_hex(&guid)),
         ("sys_image_guid".into(), colon_hex(&guid)),
         ("node_desc".into(), "roce userspace RoCEv2 emulator".into()),
-        ("fw_ver".into(), "0.0.0".into()),
+        // empty, as rxe's (ibv_query_device still says 0.0.0; rdma dev prints no fw)
+        ("fw_ver".into(), String::new()),
         ("hw_rev".into(), "0x0".into()),
         ("hca_type".into(), "roce".into()),
         ("board_id".into(), "roce-emu (userspace RoCEv2 NIC)".into()),
@@ -222,6 +224,33 @@ fn local_cpus() -> String {
     let mut s = String::new();
     let _ = write!(s, "{mask:x}");
     s
+}
+
+/// `device_cap_flags` of the emulated device as netlink reports it (`RDMA_NLDEV_ATTR_CAP_FLAGS`
+/// is the kernel's 64-bit flags, `ibv_query_device_ex`'s `device_cap_flags_ex`). Sysfs has no
+/// file for it, so `roce run` hands it to the netlink answers; the drop-in library defines it
+/// (`device_attr_ex`) and a test keeps the two equal.
+pub const DEVICE_CAP_FLAGS: u64 = 0x1c0_0102_1c76;
+
+/// What makes `rdma dev` / `rdma link` (iproute2, netlink) show the view's device:
+/// `LD_PRELOAD` with `libroce_netlink.so` from `lib_dir/deps` or `lib_dir` (before any
+/// `LD_PRELOAD` already set), which answers `NETLINK_RDMA` sockets from the view's sysfs, and
+/// `ROCE_NETLINK_DEVICES` naming the device and its cap flags. `None` without the library.
+pub fn netlink_env(v: &View, lib_dir: &Path) -> Option<[(&'static str, std::ffi::OsString); 2]> {
+    let lib = [lib_dir.join("deps"), lib_dir.to_path_buf()]
+        .into_iter()
+        .map(|d| d.join("libroce_netlink.so"))
+        .find(|p| p.exists())?;
+    let mut preload = std::ffi::OsString::from(lib);
+    if let Some(old) = std::env::var_os("LD_PRELOAD").filter(|s| !s.is_empty()) {
+        preload.push(":");
+        preload.push(old);
+    }
+    let devices = format!("{}=0x{DEVICE_CAP_FLAGS:x}", v.name);
+    Some([
+        ("LD_PRELOAD", preload),
+        ("ROCE_NETLINK_DEVICES", devices.into()),
+    ])
 }
 
 /// Enters the view; returns the `uverbsN` name the library must report (`ROCE_UVERBS`).
@@ -280,4 +309,14 @@ pub fn enter(v: &View) -> Result<String, String> {
     let _ = std::fs::remove_dir(&class);
     let _ = std::fs::remove_dir(&stage);
     r.map(|_| uverbs)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_netlink_cap_flags_are_the_drop_in_librarys() {
+        let cfg = roce_ibverbs::config::DeviceConfig::from_lookup(|_| None);
+        let ex = roce_ibverbs::device::device_attr_ex(&cfg).device_cap_flags_ex;
+        assert_eq!(super::DEVICE_CAP_FLAGS, ex);
+    }
 }

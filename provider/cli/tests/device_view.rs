@@ -1,10 +1,12 @@
 //! `roce run`'s device view (issue 20 item 2): inside it the program finds the emulated NIC
 //! where system RDMA tools look — `/dev/infiniband/uverbs0`, `/sys/class/infiniband/rxe0` —
-//! and unmodified Debian tools use it: `ibstat`, `ibstatus`, `ucx_info -d`, and `ucx_perftest`
-//! (tag_lat, tag_bw, ucp_put_bw and ucp_get, each over UCX's `rc_verbs` and over `ud_verbs`
-//! alone) between two NICs. Outside, the host is unchanged.
+//! and unmodified Debian tools use it: `ibstat`, `ibstatus`, `rdma dev` / `rdma link`
+//! (iproute2, over netlink answered by the preloaded `roce-netlink`), `ucx_info -d`, and
+//! `ucx_perftest` (tag_lat, tag_bw, ucp_put_bw and ucp_get, each over UCX's `rc_verbs` and over
+//! `ud_verbs` alone) between two NICs. Outside, the host is unchanged.
 //!
-//! Prerequisites: `infiniband-diags` and `ucx-utils` (FAIL under `CI=true`, else a SKIP).
+//! Prerequisites: `infiniband-diags`, `iproute2` and `ucx-utils` (FAIL under `CI=true`, else a
+//! SKIP).
 mod common;
 use common::*;
 use std::time::Duration;
@@ -102,7 +104,9 @@ fn ucx_finds_rxe0_and_runs_ucx_perftest_over_rc_verbs_and_ud_verbs() {
     // The client chooses the test (ucx_perftest's server takes the client's parameters); the
     // server is given the same `-t` anyway.
     let tests = ["tag_lat", "tag_bw", "ucp_put_bw", "ucp_get"];
-    let runs = tests.iter().flat_map(|t| [("rc_verbs,ud_verbs,self", *t), ("ud_verbs,self", *t)]);
+    let runs = tests
+        .iter()
+        .flat_map(|t| [("rc_verbs,ud_verbs,self", *t), ("ud_verbs,self", *t)]);
     for (tls, test) in runs {
         let env = [("UCX_NET_DEVICES", "rxe0:1"), ("UCX_TLS", tls)];
         let port = {
@@ -133,8 +137,18 @@ fn ucx_finds_rxe0_and_runs_ucx_perftest_over_rc_verbs_and_ud_verbs() {
             &env,
         );
         let server = server.wait(Duration::from_secs(30));
-        assert_eq!(client.code, Some(0), "{test} {tls} client: {}", client.all());
-        assert_eq!(server.code, Some(0), "{test} {tls} server: {}", server.all());
+        assert_eq!(
+            client.code,
+            Some(0),
+            "{test} {tls} client: {}",
+            client.all()
+        );
+        assert_eq!(
+            server.code,
+            Some(0),
+            "{test} {tls} server: {}",
+            server.all()
+        );
         let fin = client.stdout.lines().find(|l| l.starts_with("Final:"));
         assert!(
             fin.is_some_and(|l| l.contains("2000")),
@@ -143,4 +157,71 @@ fn ucx_finds_rxe0_and_runs_ucx_perftest_over_rc_verbs_and_ud_verbs() {
         );
         println!("{test} {tls}: {}", fin.unwrap_or_default());
     }
+}
+
+#[test]
+#[ignore = "real stacks: run by scripts/real-stacks (cargo test -- --ignored)"]
+fn rdma_dev_and_link_show_the_device_and_refuse_what_is_not_implemented() {
+    if !have_tools(&["rdma"], "iproute2") {
+        return;
+    }
+    let ip = "127.0.21.6";
+    let ok = |cmd: &[&str]| {
+        let o = run(ip, cmd, &[]);
+        assert_eq!(o.code, Some(0), "{cmd:?}: {}", o.all());
+        o.stdout
+    };
+    // kernel rxe on eth0 in the qemu lab prints the same lines with its own GUID and netdev
+    let link = "link rxe0/1 state ACTIVE physical_state LINK_UP netdev lo \n";
+    assert_eq!(ok(&["rdma", "link"]), link);
+    assert_eq!(ok(&["rdma", "link", "show", "rxe0/1"]), link);
+    assert_eq!(
+        ok(&["rdma", "-d", "link"]),
+        "link rxe0/1 state ACTIVE physical_state LINK_UP netdev lo netdev_index 1 \n"
+    );
+    assert_eq!(
+        ok(&["rdma", "-j", "-d", "link"]),
+        "[{\"ifindex\":0,\"ifname\":\"rxe0\",\"port\":1,\"state\":\"ACTIVE\",\
+         \"physical_state\":\"LINK_UP\",\"netdev\":\"lo\",\"netdev_index\":1}]\n"
+    );
+    let dev = ok(&["rdma", "dev"]);
+    assert!(dev.starts_with("0: rxe0: node_type ca node_guid "), "{dev}");
+    assert!(dev.contains(" sys_image_guid "), "{dev}");
+    assert_eq!(ok(&["rdma", "dev", "show", "rxe0"]), dev);
+    let details = ok(&["rdma", "-d", "dev"]);
+    assert!(
+        details.contains("adaptive-moderation off \n    caps: <BAD_PKEY_CNTR, BAD_QKEY_CNTR, "),
+        "{details}"
+    );
+    let json = ok(&["rdma", "-j", "dev"]);
+    assert!(
+        json.starts_with("[{\"ifindex\":0,\"ifname\":\"rxe0\",\"node_type\":\"ca\",\"node_guid\":"),
+        "{json}"
+    );
+    assert_eq!(ok(&["rdma", "sys"]), "netns shared copy-on-fork on\n");
+    // what rxe answers and the view does not: a loud failure, not an empty answer
+    for cmd in [
+        &["rdma", "res"][..],
+        &["rdma", "statistic"],
+        &["rdma", "dev", "set", "rxe0", "name", "x"],
+    ] {
+        let o = run(ip, cmd, &[]);
+        assert_eq!(o.code, Some(1), "{cmd:?}: {}", o.all());
+        assert!(
+            o.stderr.contains("error: Operation not supported"),
+            "{cmd:?}: {}",
+            o.all()
+        );
+    }
+    // as on rxe: an unknown device or port
+    let o = run(ip, &["rdma", "link", "show", "rxe0/2"], &[]);
+    assert_eq!(
+        (o.code, o.stderr.as_str()),
+        (Some(1), "Wrong device name\n"),
+        "{}",
+        o.all()
+    );
+    // without the view, rdma asks the host's kernel (here: no RDMA) and sees no rxe0
+    let o = run(ip, &["rdma", "link"], &[("ROCE_VIEW", "0")]);
+    assert!(!o.stdout.contains("rxe0"), "{}", o.all());
 }

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/../../.."
 profile=debug
 args=()
 if [ "${1:-}" = "--release" ]; then profile=release; args+=(--release); fi
-cargo build -q -p roce-ibverbs "${args[@]}" >&2
+cargo build -q -p roce-ibverbs -p roce-netlink "${args[@]}" >&2
 dir="${CARGO_TARGET_DIR:-$(pwd)/target}/$profile"
 ln -sfn deps/libroce_ibverbs.so "$dir/libibverbs.so.1"
 ln -sfn deps/libroce_ibverbs.so "$dir/librdmacm.so.1"
