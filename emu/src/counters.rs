@@ -37,9 +37,11 @@ counters! {
     rdma_recvs,
     /// Datagrams whose ICRC did not match (dropped before anything else looked at them).
     icrc_errors,
-    /// Datagrams accepted without ICRC verification (IPv4 ID unknown and policy `Skip`).
+    /// Datagrams accepted without ICRC verification (IPv4 ID unknown and policy `Trust`, or
+    /// `AssumeZeroElseAccept` on a mismatch).
     icrc_unverified,
-    /// Datagrams whose IPv4 ID was unknown and verified assuming 0 (policy `AssumeZeroId`).
+    /// Datagrams whose IPv4 ID was unknown and verified assuming 0 (policies `Strict`,
+    /// `AssumeZeroElseAccept`, `RecoverId`).
     icrc_id_assumed,
     /// Truncated / malformed transport headers.
     malformed,

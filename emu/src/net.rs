@@ -38,16 +38,10 @@ pub const fn rxe_udp_sport(qpn: u32) -> u16 {
     (roce_wire::ROCE_V2_SPORT_BASE as u32 | (hash_32(qpn, 14) & 0x3fff)) as u16
 }
 
-/// What to do with received IPv4 datagrams whose identification field the driver cannot see
-/// (plain UDP sockets): the ICRC covers it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum IcrcPolicy {
-    /// Verify assuming ID 0 (what a DF datagram from an unconnected Linux UDP socket carries).
-    #[default]
-    AssumeZeroId,
-    /// Accept without verifying (counted in `icrc_unverified`).
-    Skip,
-}
+/// What the NIC does with a received IPv4 datagram that comes without its identification
+/// ([`RxMeta::ipv4_id`] `None`): the workspace's one ICRC policy type, defined with the ICRC in
+/// `roce-wire`, whose docs say what each variant means here.
+pub use roce_wire::icrc::IcrcPolicy;
 
 /// Metadata of a received datagram, as the driver knows it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

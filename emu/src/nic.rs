@@ -81,7 +81,7 @@ impl NicConfig {
             ip,
             mac: crate::net::synthetic_mac(ip),
             netdev_mtu: 1500,
-            icrc_policy: IcrcPolicy::AssumeZeroId,
+            icrc_policy: IcrcPolicy::Strict,
             seed: 0x5eed,
             entropy: None,
             device_attr: DeviceAttr::default(),
@@ -570,13 +570,21 @@ impl Nic {
             Some(id) if meta.src_ip.is_ipv4() => crate::net::verify_icrc(meta, id, data),
             _ if meta.src_ip.is_ipv6() => crate::net::verify_icrc(meta, 0, data),
             _ => match self.cfg.icrc_policy {
-                IcrcPolicy::Skip => {
+                IcrcPolicy::Trust => {
                     self.sh.ctr.icrc_unverified += 1;
                     true
                 }
-                IcrcPolicy::AssumeZeroId => {
+                // no solver here: an ID not recovered by the driver is a mismatch as under Strict
+                IcrcPolicy::Strict | IcrcPolicy::RecoverId => {
                     self.sh.ctr.icrc_id_assumed += 1;
                     crate::net::verify_icrc(meta, 0, data)
+                }
+                IcrcPolicy::AssumeZeroElseAccept => {
+                    self.sh.ctr.icrc_id_assumed += 1;
+                    crate::net::verify_icrc(meta, 0, data) || {
+                        self.sh.ctr.icrc_unverified += 1;
+                        true
+                    }
                 }
             },
         };

@@ -289,7 +289,13 @@ fn rc_over_ipv6() {
 
 #[test]
 fn icrc_policy_for_unknown_ipv4_id() {
-    for (policy, accepted) in [(IcrcPolicy::AssumeZeroId, false), (IcrcPolicy::Skip, true)] {
+    // (policy, the corrupted one accepted, icrc_unverified, icrc_id_assumed after both)
+    for (policy, accepted, unverified, assumed) in [
+        (IcrcPolicy::Strict, false, 0, 2),
+        (IcrcPolicy::Trust, true, 2, 0),
+        (IcrcPolicy::AssumeZeroElseAccept, true, 1, 2),
+        (IcrcPolicy::RecoverId, false, 0, 2),
+    ] {
         let mut cfg = NicConfig::new("10.0.0.2".parse().unwrap());
         cfg.icrc_policy = policy;
         let mut n = Nic::new(cfg);
@@ -320,19 +326,17 @@ fn icrc_policy_for_unknown_ipv4_id() {
             flow_label: 0,
         };
         n.handle_datagram(Instant::ZERO, &meta, &t);
-        // ID 0 matches under AssumeZeroId; reaches the QP lookup either way
+        // ID 0 matches under Strict; reaches the QP lookup either way
         assert_eq!(n.counters().no_qp, 1);
-        // corrupt the ICRC: only Skip lets it through (to the QP lookup)
+        // corrupt the ICRC: only Trust and AssumeZeroElseAccept let it through (to the QP
+        // lookup); the engine recovers no ID, so RecoverId drops it as Strict does
         hdr_id7[..16].copy_from_slice(&t[..16]);
         hdr_id7[16..].copy_from_slice(&[1, 2, 3, 4]);
         n.handle_datagram(Instant::ZERO, &meta, &hdr_id7);
         assert_eq!(n.counters().no_qp == 2, accepted);
         assert_eq!(n.counters().icrc_errors == 1, !accepted);
-        if accepted {
-            assert_eq!(n.counters().icrc_unverified, 2);
-        } else {
-            assert_eq!(n.counters().icrc_id_assumed, 2);
-        }
+        assert_eq!(n.counters().icrc_unverified, unverified, "{policy:?}");
+        assert_eq!(n.counters().icrc_id_assumed, assumed, "{policy:?}");
     }
 }
 

@@ -413,6 +413,44 @@ fn split_ipv6(d: &[u8]) -> Result<(Network<'_>, &[u8])> {
     ))
 }
 
+/// What a receiver does with an IPv4 packet whose identification it cannot see (a plain UDP
+/// socket never sees it, yet the ICRC covers it). IPv6 packets, and IPv4 packets whose
+/// identification is known, are always verified exactly. The one policy type of the workspace;
+/// each layer that receives applies it as documented per variant:
+///
+/// * the UDP datapath (`roce-udp`'s `check_icrc`, the runtime's `ROCE_ICRC_POLICY`, default
+///   [`RecoverId`](IcrcPolicy::RecoverId)) sees the packets of the socket; when it settles the
+///   identification (matched, or recovered) it hands it to the NIC with the packet;
+/// * the NIC engine (`roce-emu`'s `NicConfig::icrc_policy`, default
+///   [`Strict`](IcrcPolicy::Strict)) applies it only to an IPv4 packet that comes without an
+///   identification. Over UDP the runtime sets [`Trust`](IcrcPolicy::Trust): the datapath has
+///   judged the packet already.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum IcrcPolicy {
+    /// Verify assuming identification 0 (what our own senders, unconnected and DF, put there).
+    /// A mismatch is a bad ICRC and the packet is dropped. Right when every peer is this
+    /// emulator.
+    Strict,
+    /// Verify assuming identification 0; on mismatch accept the packet as *not verifiable* and
+    /// count it (peers may be kernel rxe or hardware, whose identifications are nonzero). Not the
+    /// default: it accepts a corrupted packet as readily as a foreign ID.
+    AssumeZeroElseAccept,
+    /// Do not check the ICRC of such packets at all; count each as not verifiable. The NIC
+    /// engine's setting behind a datapath that has checked already.
+    Trust,
+    /// Verify assuming identification 0; on mismatch solve the ICRC for the identification: a
+    /// consistent one accepts the packet (16-bit instead of 32-bit strength, counted as
+    /// recovered), none means a bad ICRC. Works for kernel rxe peers, hardware (every ConnectX,
+    /// Huawei and rxe capture in `shared/captures/real` has DF, a 20-byte IPv4 header and, but
+    /// for Huawei's, nonzero IDs, all of which this recovers) and GSO segments received without
+    /// GRO. The UDP datapath's default: a packet from our own peers costs nothing extra (it
+    /// matches for the ID it was sealed for), one with a foreign ID about 30 ns more. The NIC
+    /// engine holds no solver: a packet that reaches it without an identification was not
+    /// recovered, so a mismatch is a bad ICRC there, as under `Strict`.
+    #[default]
+    RecoverId,
+}
+
 #[cfg(test)]
 mod test {
     use super::*;

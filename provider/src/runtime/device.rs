@@ -23,7 +23,7 @@ impl Device {
         ncfg.netdev_mtu = cfg.netdev_mtu();
         // The driver checks ICRCs (it knows the GRO segment index and the policy); the engine
         // is told "unknown IPv4 ID" so it does not compute the CRC a second time.
-        ncfg.icrc_policy = roce_emu::IcrcPolicy::Skip;
+        ncfg.icrc_policy = roce_emu::IcrcPolicy::Trust;
         ncfg.min_unacked_psns = cfg.min_unacked_psns;
         // Memory keys and initial PSNs from the OS: never the same in two runs or containers.
         ncfg.entropy = Some(crate::entropy::seed()?);

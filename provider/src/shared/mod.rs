@@ -334,7 +334,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
     let ncfg = roce_emu::NicConfig {
         udp_sport: Some(roce_wire::ROCE_V2_UDP_PORT),
         gsi: true,
-        icrc_policy: roce_emu::IcrcPolicy::Skip,
+        icrc_policy: roce_emu::IcrcPolicy::Trust,
         ..roce_emu::NicConfig::new(ip)
     };
     let mut orphan_cm = roce_cm::Endpoint::new(roce_cm::Config {

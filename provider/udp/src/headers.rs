@@ -172,29 +172,10 @@ pub fn ipv4_checksum(h: &[u8]) -> u16 {
     !(s as u16)
 }
 
-/// What a receiver does with IPv4 packets whose identification it cannot see.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IcrcPolicy {
-    /// Verify assuming identification 0 (our own senders: unconnected, DF). A mismatch is a bad
-    /// ICRC and the packet is dropped. Right when every peer is this emulator.
-    Strict,
-    /// Verify assuming identification 0; on mismatch accept the packet as *not verifiable* and
-    /// count it (peers may be kernel rxe or hardware, whose identifications are nonzero). Not the
-    /// default: it accepts a corrupted packet as readily as a foreign ID.
-    AssumeZeroElseAccept,
-    /// Do not check IPv4 ICRCs at all; count every IPv4 packet as not verifiable.
-    Trust,
-    /// Verify assuming identification 0; on mismatch solve the ICRC for the identification
-    /// ([`recover_ipv4_id`]): a consistent one accepts the packet as
-    /// [`IcrcVerdict::RecoveredId`] (16-bit instead of 32-bit strength, counted in
-    /// [`IcrcCounters::recovered`]), none means a bad ICRC. Works for kernel rxe peers, hardware
-    /// (every ConnectX, Huawei and rxe capture in `shared/captures/real` has DF, a 20-byte IPv4
-    /// header and, but for Huawei's, nonzero IDs, all of which this recovers) and GSO segments
-    /// received without GRO. The default: a packet from our own peers costs nothing extra (it
-    /// matches for the ID it was sealed for), one with a foreign ID about 30 ns more.
-    #[default]
-    RecoverId,
-}
+/// What a receiver does with IPv4 packets whose identification it cannot see: the workspace's
+/// one policy type, defined with the ICRC in `roce-wire`; here [`check_icrc`] applies it, and
+/// [`IcrcPolicy::RecoverId`] solves with [`recover_ipv4_id`].
+pub use roce_wire::icrc::IcrcPolicy;
 
 /// The outcome of an ICRC check on receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
