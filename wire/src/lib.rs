@@ -11,11 +11,13 @@
 //!   `buffer_len()` bytes.
 //!
 //! The [`opcode`] table (256 entries, as in the kernel's `rxe_opcode.c`) drives header layout:
-//! nobody computes header offsets by hand. [`Psn`] is a 24-bit serial number. [`icrc`]
-//! computes the invariant CRC over masked IPv4/IPv6/GRH, UDP and BTH headers exactly as kernel
-//! rxe and ConnectX do. With the default `std` feature, [`frame`] finds RoCE inside Ethernet,
-//! 802.1Q, Linux cooked and raw-IP frames (L2–L4 parsed by `pnet_packet`), and [`pcap`] reads
-//! pcap/pcapng and writes pcap files that Wireshark dissects as InfiniBand.
+//! nobody computes header offsets by hand, and each header's bytes are read and written only
+//! by its own module (the transport parser and the senders' fast paths, such as
+//! [`bth::fast`], call them). [`Psn`] is a 24-bit serial number, [`Qpn`] a 24-bit queue pair
+//! number. [`icrc`] computes the invariant CRC over masked IPv4/IPv6/GRH, UDP and BTH headers
+//! exactly as kernel rxe and ConnectX do. With the default `std` feature, [`frame`] finds RoCE
+//! inside Ethernet, 802.1Q, Linux cooked and raw-IP frames (L2–L4 parsed by `pnet_packet`), and
+//! [`pcap`] reads pcap/pcapng and writes pcap files that Wireshark dissects as InfiniBand.
 //!
 //! Above the transport, [`mad`] is the 24-byte MAD common header of the 256-byte management
 //! datagrams sent to QP 1, [`cm`] the IB CM messages (REQ, MRA, REJ, REP, RTU, DREQ, DREP,
