@@ -12,6 +12,7 @@
  *   wait-client IP PORT     connect and report the event that ends the attempt
  *   late-server IP PORT     listen; at the CONNECT_REQUEST print REQUEST, read a line from
  *                           stdin (the test kills the client first), accept, report the event
+ *   hold-server IP PORT     accept one RC connection, print ESTABLISHED and wait to be killed
  *
  * Prints "CHECK <name> ok|FAIL ...", "EVENT <name> status <n> after_ms <n>" lines and, at the
  * end, "DONE failures <n>"; exits 0 iff no check failed. Every wait is bounded (WAIT_MS). */
@@ -404,6 +405,22 @@ static int hang_client(const char *ip, int port)
 		pause();
 }
 
+static int hold_server(const char *ip, int port)
+{
+	struct rdma_event_channel *ch = rdma_create_event_channel();
+	static struct conn c;
+	struct rdma_conn_param p = params();
+	listen_on(ch, ip, port);
+	c.id = expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, "connect_request");
+	if (!c.id || make_qp(&c) || rdma_accept(c.id, &p) ||
+	    !expect(ch, RDMA_CM_EVENT_ESTABLISHED, "established"))
+		return done() | 1;
+	printf("ESTABLISHED\n");
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
 static int wait_client(const char *ip, int port)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
@@ -460,6 +477,8 @@ int main(int argc, char **argv)
 		return wait_client(ip, port);
 	if (!strcmp(role, "late-server"))
 		return late_server(ip, port);
+	if (!strcmp(role, "hold-server"))
+		return hold_server(ip, port);
 	fprintf(stderr, "unknown role %s\n", role);
 	return 2;
 }

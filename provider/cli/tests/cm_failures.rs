@@ -8,8 +8,11 @@
 //! - two listeners on one port: the second `rdma_bind_addr` fails (EADDRINUSE, EADDRNOTAVAIL
 //!   beside a wildcard), as kernel `cma_check_port`, in one program and between two programs
 //!   on one shared device;
-//! - a peer killed mid-handshake (by PID): the survivor gets UNREACHABLE (-ETIMEDOUT) when its
-//!   REQ or REP retries run out (`ROCE_CM_RETRIES=0`: one 6144 / 4096 ms timeout);
+//! - a peer killed mid-handshake (by PID) on a device of its own (`ROCE_SHARED=0`): the survivor
+//!   gets UNREACHABLE (-ETIMEDOUT) when its REQ or REP retries run out (`ROCE_CM_RETRIES=0`: one
+//!   6144 / 4096 ms timeout); on a shared device the steering helper ends a killed program's
+//!   connections as the kernel ends a dead process's (one DREQ when established, REJ 28 after
+//!   the CONNECT_REQUEST), so the peer gets DISCONNECTED or REJECTED at once;
 //! - forged QP1 MADs (truncated, not CM, LAP, malformed, unknown comm IDs, wrong Q_Key) sent
 //!   from a UDP socket with a correct ICRC: dropped and counted in `roce stat`, a DREQ for no
 //!   connection answered with a DREP, and the listener then serves a real connection.
@@ -291,13 +294,14 @@ fn assert_unreachable_in_time(r: &Role, timeout_ms: u64) {
 fn passive_side_killed_after_the_connect_request() {
     let Some(exe) = program() else { return };
     let (s_ip, c_ip, port) = ("127.0.25.6", "127.0.25.7", "7472");
-    let mut server = Role::start(&exe, s_ip, &["hang-server", s_ip, port], &[]);
+    let own = [("ROCE_SHARED", "0")];
+    let mut server = Role::start(&exe, s_ip, &["hang-server", s_ip, port], &own);
     assert!(
         server.wait_line("LISTENING", Duration::from_secs(20)),
         "{}",
         server.text()
     );
-    let retries = [("ROCE_CM_RETRIES", "0")];
+    let retries = [("ROCE_CM_RETRIES", "0"), ("ROCE_SHARED", "0")];
     let mut client = Role::start(&exe, c_ip, &["wait-client", s_ip, port], &retries);
     assert!(
         server.wait_line("REQUEST", Duration::from_secs(20)),
@@ -309,7 +313,8 @@ fn passive_side_killed_after_the_connect_request() {
     let code = client.finish(Duration::from_secs(40));
     assert_eq!(code, Some(0), "{}", client.text());
     // REQ timeout: 2 × IBA_time(18) + IBA_time(20) = 6144 ms (kernel rdma_cm would have sent
-    // REJ 28 from the dead process's ids at once: cm README, difference 12)
+    // REJ 28 from the dead process's ids at once, as a shared device's helper does: cm README,
+    // difference 12)
     assert_unreachable_in_time(&client, 6144);
 }
 
@@ -317,14 +322,15 @@ fn passive_side_killed_after_the_connect_request() {
 fn active_side_killed_after_its_req() {
     let Some(exe) = program() else { return };
     let (s_ip, c_ip, port) = ("127.0.25.8", "127.0.25.9", "7473");
-    let mut server = Role::start(&exe, s_ip, &["late-server", s_ip, port], &[]);
+    let own = [("ROCE_SHARED", "0")];
+    let mut server = Role::start(&exe, s_ip, &["late-server", s_ip, port], &own);
     assert!(
         server.wait_line("LISTENING", Duration::from_secs(20)),
         "{}",
         server.text()
     );
     // the REQ carries Max CM Retries 0: the passive side's REP is sent once
-    let retries = [("ROCE_CM_RETRIES", "0")];
+    let retries = [("ROCE_CM_RETRIES", "0"), ("ROCE_SHARED", "0")];
     let mut client = Role::start(&exe, c_ip, &["hang-client", s_ip, port], &retries);
     assert!(
         server.wait_line("REQUEST", Duration::from_secs(20))
@@ -344,6 +350,130 @@ fn active_side_killed_after_its_req() {
     assert_eq!(code, Some(0), "{}", server.text());
     // REP timeout: IBA_time(REQ Local CM Response Timeout 20) = 4096 ms
     assert_unreachable_in_time(&server, 4096);
+}
+
+/// Programs killed on a shared device (the default), their peers on the same device: the
+/// steering helper sends what the kernel's `cm_destroy_id` sends for a dead process's ids, so
+/// - a server killed with its connection established: the client gets DISCONNECTED (status 0)
+///   at once, answers with its DREP and exits cleanly (the kernel's peer would see the same);
+/// - a server killed after the CONNECT_REQUEST: the client gets REJECTED with reason 28 at once
+///   (not UNREACHABLE when its REQ retries run out);
+/// and the helper counts one DREQ and one REJ (`roce stat --dev steer`), nothing for the
+/// clients, which exit after tearing their ids down. A third program holds the device
+/// meanwhile, so that the helper (and its statistics) stay. (A process's connection records
+/// reach the helper within a millisecond of a change: `shared::MIRROR_DELAY`.)
+#[test]
+fn a_killed_programs_connections_end_for_their_peers_on_a_shared_device() {
+    let Some(exe) = program() else { return };
+    let ip = "127.0.25.19";
+    // a helper left by an earlier run lingers 2 s, writing to that run's statistics directory
+    let held =
+        || std::fs::read_to_string("/proc/net/udp").is_ok_and(|t| t.contains("1319007F:12B7"));
+    let t = Instant::now();
+    while held() && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let dir = std::env::temp_dir().join(format!("roce-cm-farewell-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = [
+        ("ROCE_STAT_DIR", dir.to_str().unwrap()),
+        ("ROCE_SHARED", "1"),
+    ];
+    let mut keeper = Role::start(&exe, ip, &["hang-server", ip, "7479"], &env);
+    assert!(
+        keeper.wait_line("LISTENING", Duration::from_secs(20)),
+        "{}",
+        keeper.text()
+    );
+
+    // established, then the server is killed
+    let mut server = Role::start(&exe, ip, &["hold-server", ip, "7477"], &env);
+    assert!(
+        server.wait_line("LISTENING", Duration::from_secs(20)),
+        "{}",
+        server.text()
+    );
+    let mut client = Role::start(&exe, ip, &["client", ip, "7477", "server"], &env);
+    assert!(
+        server.wait_line("ESTABLISHED", Duration::from_secs(20)),
+        "{}\n{}",
+        server.text(),
+        client.text()
+    );
+    // a process's connection records reach the helper within a millisecond
+    std::thread::sleep(Duration::from_millis(100));
+    server.kill();
+    let t = Instant::now();
+    let code = client.finish(Duration::from_secs(30));
+    let took = t.elapsed();
+    assert!(code == Some(0) && client.passed(), "{}", client.text());
+    assert!(
+        took < Duration::from_secs(3),
+        "DISCONNECTED took {took:?}\n{}",
+        client.text()
+    );
+
+    // the CONNECT_REQUEST received, then the server is killed
+    let mut server = Role::start(&exe, ip, &["hang-server", ip, "7478"], &env);
+    assert!(
+        server.wait_line("LISTENING", Duration::from_secs(20)),
+        "{}",
+        server.text()
+    );
+    let mut client = Role::start(&exe, ip, &["wait-client", ip, "7478"], &env);
+    assert!(
+        server.wait_line("REQUEST", Duration::from_secs(20)),
+        "{}\n{}",
+        server.text(),
+        client.text()
+    );
+    // a process's connection records reach the helper within a millisecond
+    std::thread::sleep(Duration::from_millis(100));
+    server.kill();
+    assert_eq!(
+        client.finish(Duration::from_secs(30)),
+        Some(0),
+        "{}",
+        client.text()
+    );
+    let (name, status, ms) = client
+        .event()
+        .unwrap_or_else(|| panic!("no event\n{}", client.text()));
+    assert_eq!(
+        (name.as_str(), status),
+        ("RDMA_CM_EVENT_REJECTED", 28),
+        "{}",
+        client.text()
+    );
+    // after_ms counts from the REQ, before the kill: well under the REQ's 6144 ms timeout
+    assert!(ms < 4000, "REJECTED after {ms} ms\n{}", client.text());
+
+    // the helper's count: one DREQ, one REJ, nothing for the clients' clean exits (the
+    // statistics file is rewritten every 500 ms)
+    let want: [(&str, u64); 4] = [
+        ("cm_orphan_dreq", 1),
+        ("cm_orphan_rej", 1),
+        ("cm_orphan_drep", 0),
+        ("cm_orphan_sidr_rep", 0),
+    ];
+    let of = |got: &[(String, u64)], n: &str| got.iter().find(|(k, _)| k == n).map(|x| x.1);
+    let t = Instant::now();
+    let mut got = Vec::new();
+    while t.elapsed() < Duration::from_secs(10) {
+        got = stat_counters(ip, &dir, "steer");
+        if want.iter().all(|&(n, v)| of(&got, n) == Some(v)) {
+            // and still so a stat interval later
+            std::thread::sleep(Duration::from_millis(600));
+            got = stat_counters(ip, &dir, "steer");
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    keeper.kill();
+    let _ = std::fs::remove_dir_all(&dir);
+    for (n, v) in want {
+        assert_eq!(of(&got, n), Some(v), "{n}: {got:?}\n{}", keeper.text());
+    }
 }
 
 /// A UD SEND_ONLY to QP1 from `src`:4791 to `dst`:4791 carrying `payload`, with its ICRC

@@ -576,12 +576,14 @@ pub(super) fn progress_thread(s: Arc<Shared>, mut sock: Socket) {
 }
 
 impl Engine {
-    /// The earliest of the NIC's and the connection manager's timers.
+    /// The earliest of the NIC's and the connection manager's timers (and the connection
+    /// mirror's, on a shared device).
     pub(super) fn next_timeout(&self) -> Option<Instant> {
-        match (self.nic.poll_timeout(), self.cm.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let mirror = self.steer.as_ref().and_then(|m| m.mirror_deadline());
+        [self.nic.poll_timeout(), self.cm.poll_timeout(), mirror]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// The connection manager's turn: the MADs QP1 received, its timers, then the MADs it
@@ -612,6 +614,10 @@ impl Engine {
                 flow_label: 0,
             };
             self.nic.send_mad(path, roce_wire::mad::GSI_QPN, &out.bytes);
+        }
+        // a shared device's helper keeps what each connection's destroy would send
+        if let Some(m) = self.steer.as_mut() {
+            m.mirror(&mut self.cm, now);
         }
     }
 }

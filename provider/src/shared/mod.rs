@@ -23,11 +23,15 @@
 //! Datagrams between processes on this host (on one device or on two) skip the helper: they go
 //! straight to the owning process's port, which the helper publishes in shared memory
 //! ([`direct`]); `ROCE_DIRECT=0` sends them through the helper too.
-//! A process's death closes its control connection: the helper frees the slot.
+//! A process's death closes its control connection: the helper frees the slot and ends the
+//! process's RDMA CM connections for their peers as the kernel ends a dead process's (one DREQ,
+//! REJ 28 / REJ 4 mid-handshake: `roce_cm::farewell`), from the records the process sent it
+//! (`MIRROR` lines, [`Membership::mirror`]).
 pub mod direct;
 
 use roce_udp::os;
 use roce_udp::{IcrcCounters, IcrcPolicy, OutDatagram, RecvBatch, Socket, SocketConfig, Wait};
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::AsRawFd;
@@ -45,6 +49,9 @@ pub const QPNS_PER_SLOT: u32 = (0x20000 - 17) / SLOTS;
 /// Bytes in front of a forwarded datagram.
 pub const HEADER_LEN: usize = 32;
 const MAGIC: &[u8; 4] = b"RSTR";
+/// How long a new or changed connection record waits before it goes to the helper
+/// ([`Membership::mirror`]).
+const MIRROR_DELAY: Duration = Duration::from_millis(1);
 /// How long the helper stays after its last process.
 const LINGER: Duration = Duration::from_secs(2);
 
@@ -124,6 +131,12 @@ pub struct Membership {
     listening: Vec<u64>,
     /// The helper's slot-to-port table (for [`direct::Direct`]).
     pub ports: Option<direct::PortTable>,
+    /// Connection mirror changes not sent yet, by local comm ID ([`Membership::mirror`]).
+    mirror_pending: BTreeMap<u32, roce_cm::MirrorChange>,
+    /// When the oldest of them came.
+    mirror_since: Option<roce_emu::Instant>,
+    /// Local comm IDs the helper holds a record of.
+    mirror_held: std::collections::BTreeSet<u32>,
 }
 
 impl Membership {
@@ -182,6 +195,9 @@ impl Membership {
             slot: 0,
             listening: Vec::new(),
             ports: None,
+            mirror_pending: BTreeMap::new(),
+            mirror_since: None,
+            mirror_held: Default::default(),
         };
         let left = || {
             std::io::Error::new(
@@ -226,6 +242,58 @@ impl Membership {
             }
         }
         Ok(m)
+    }
+
+    /// Tells the helper what this process's connection manager would send for each connection
+    /// if its ids were destroyed now (`roce_cm::Endpoint::poll_mirror`), so that when the
+    /// process dies the helper sends it, as the kernel destroys a dead process's rdma_cm ids
+    /// (`cm_destroy_id`). One `MIRROR` line per change, many in one send, no answer awaited.
+    /// A record the helper holds is removed at once (it never sends a farewell the process
+    /// already sent: `destroy_id`'s DREQ leaves after this); new and changed records wait up
+    /// to [`MIRROR_DELAY`] (see [`Membership::mirror_deadline`]), so a connection set up and
+    /// torn down within it costs no line at all.
+    pub fn mirror(&mut self, cm: &mut roce_cm::Endpoint, now: roce_emu::Instant) {
+        let mut urgent = false;
+        while let Some(c) = cm.poll_mirror() {
+            match c {
+                roce_cm::MirrorChange::Set(m) => {
+                    self.mirror_pending.insert(m.local_comm_id, c);
+                }
+                roce_cm::MirrorChange::Removed(id) if self.mirror_held.contains(&id) => {
+                    self.mirror_pending.insert(id, c);
+                    urgent = true;
+                }
+                roce_cm::MirrorChange::Removed(id) => {
+                    self.mirror_pending.remove(&id);
+                }
+            }
+        }
+        if self.mirror_pending.is_empty() {
+            self.mirror_since = None;
+            return;
+        }
+        let since = *self.mirror_since.get_or_insert(now);
+        if !urgent && now < since.add_nanos(MIRROR_DELAY.as_nanos() as u64) {
+            return;
+        }
+        let mut lines = String::new();
+        for (id, c) in std::mem::take(&mut self.mirror_pending) {
+            match c {
+                roce_cm::MirrorChange::Set(_) => self.mirror_held.insert(id),
+                roce_cm::MirrorChange::Removed(_) => self.mirror_held.remove(&id),
+            };
+            lines.push_str("MIRROR ");
+            lines.push_str(&c.to_string());
+            lines.push('\n');
+        }
+        self.mirror_since = None;
+        let _ = os::send_line(&self.ctl, lines.as_bytes());
+    }
+
+    /// When [`Membership::mirror`] must run next to send the records that wait.
+    pub fn mirror_deadline(&self) -> Option<roce_emu::Instant> {
+        self.mirror_since
+            .map(|t| t.add_nanos(MIRROR_DELAY.as_nanos() as u64))
     }
 
     /// Tells the helper the service IDs this process listens on (when they changed).
@@ -293,8 +361,12 @@ const NO_SLOT: u32 = u32::MAX;
 
 struct Client {
     ctl: BufReader<UnixStream>,
+    /// The line being read (kept across reads that would block mid-line).
+    line: String,
     port: u16,
     slot: u32,
+    /// Its connections' farewells by local comm ID (`MIRROR` lines), sent when it dies.
+    conns: BTreeMap<u32, roce_cm::ConnMirror>,
     listening: Vec<u64>,
     /// Service IDs it stopped listening on lately, and when (see [`RECENT_LISTENER`]).
     recent: Vec<(u64, Instant)>,
@@ -344,7 +416,10 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
         seed: os::monotonic_ns() ^ u64::from(std::process::id()),
         max_cm_retries: 15,
     });
+    let node_guid = ncfg.node_guid();
     let mut orphan_nic = roce_emu::Nic::new(ncfg);
+    // Farewells sent for dead processes' connections, by `roce_cm::MirrorState`.
+    let mut farewells = [0u64; 7];
     let mut tx_buf = vec![0u8; 4096 + 64];
     let counters = IcrcCounters::default();
     let mut clients: Vec<Client> = Vec::new();
@@ -368,20 +443,23 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
             let _ = s.set_nonblocking(true);
             clients.push(Client {
                 ctl: BufReader::new(s),
+                line: String::new(),
                 port: 0,
                 slot: NO_SLOT,
+                conns: BTreeMap::new(),
                 listening: Vec::new(),
                 recent: Vec::new(),
             });
         }
         let mut i = 0;
         while i < clients.len() {
-            let mut line = String::new();
             let keep = loop {
-                line.clear();
-                match clients[i].ctl.read_line(&mut line) {
+                let c = &mut clients[i];
+                match c.ctl.read_line(&mut c.line) {
                     Ok(0) => break false,
+                    Ok(_) if !c.line.ends_with('\n') => {}
                     Ok(_) => {
+                        let line = std::mem::take(&mut c.line);
                         let w: Vec<&str> = line.split_whitespace().collect();
                         match w.first().copied() {
                             // A process of this device: a slot, and the port table.
@@ -427,6 +505,19 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                                 );
                                 break false;
                             }
+                            // What its CM would send for a connection if it died now.
+                            Some("MIRROR") => {
+                                let c = &mut clients[i];
+                                match line["MIRROR".len()..].parse() {
+                                    Ok(roce_cm::MirrorChange::Set(m)) => {
+                                        c.conns.insert(m.local_comm_id, m);
+                                    }
+                                    Ok(roce_cm::MirrorChange::Removed(id)) => {
+                                        c.conns.remove(&id);
+                                    }
+                                    Err(_) => {}
+                                }
+                            }
                             Some("LISTEN") => {
                                 let now: Vec<u64> = w[1..]
                                     .iter()
@@ -457,6 +548,14 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 if c.slot != NO_SLOT {
                     ports.set_port(c.slot, 0);
                 }
+                // and its connections end for their peers as the kernel's `cm_destroy_id`
+                // ends a dead process's: one DREQ, REJ 28 / REJ 4, DREP, SIDR_REP 2
+                let now = roce_emu::Instant::from_nanos(os::monotonic_ns());
+                let mads = c.conns.values().map(|m| {
+                    farewells[m.state as usize] += 1;
+                    roce_cm::farewell(m, node_guid)
+                });
+                orphan_transmit(&mut orphan_nic, &sock, &mut tx_buf, now, mads);
             }
         }
         if last_stat.map_or(true, |t| t.elapsed() >= scfg.stat_interval) {
@@ -470,6 +569,7 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 for (n, x) in crate::runtime::stat::cm_counters(orphan_cm.counters()) {
                     v.push((n.to_string(), x));
                 }
+                v.extend(orphan_counters(&farewells));
                 let _ =
                     crate::runtime::stat::write(p, &scfg, &crate::runtime::Stats { counters: v });
             }
@@ -515,7 +615,12 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 roce_udp::IcrcVerdict::RecoveredId(id) => Some(id),
                 _ => None,
             };
-            let Some(slot) = route(d.payload, &clients) else {
+            // the owner of its QP, or of the connection its MAD names; QP1's MADs that no
+            // live process takes (a REQ nobody listens for, anything for a dead process's
+            // connection) go to the helper's own CM
+            let owner = route(d.payload, &clients)
+                .and_then(|slot| clients.iter().find(|c| c.slot == slot && c.port != 0));
+            let Some(c) = owner else {
                 if for_qp1(d.payload) {
                     let now = roce_emu::Instant::from_nanos(os::monotonic_ns());
                     orphan_nic.handle_datagram(
@@ -544,24 +649,9 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                             },
                         );
                     }
-                    while let Some(out) = orphan_cm.poll_transmit() {
-                        let path = roce_emu::gsi::GsiPath {
-                            src_ip: out.src,
-                            dst_ip: out.dst,
-                            traffic_class: 0,
-                            hop_limit: 64,
-                            flow_label: 0,
-                        };
-                        orphan_nic.send_mad(path, 1, &out.bytes);
-                    }
-                    while let Some(t) = orphan_nic.poll_transmit(now, &mut tx_buf) {
-                        let to = socket2::SockAddr::from(SocketAddr::new(t.dst_ip, t.dst_port));
-                        let _ = sock.as_socket2().send_to(&tx_buf[..t.len], &to);
-                    }
+                    let mads = std::iter::from_fn(|| orphan_cm.poll_transmit());
+                    orphan_transmit(&mut orphan_nic, &sock, &mut tx_buf, now, mads);
                 }
-                continue;
-            };
-            let Some(c) = clients.iter().find(|c| c.slot == slot && c.port != 0) else {
                 continue;
             };
             Forwarded {
@@ -593,6 +683,48 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
             let _ = sock.send_batch(&out, Wait::Block(Some(Duration::from_millis(20))));
         }
     }
+}
+
+/// Sends `mads` from QP1 of the helper's NIC (each a UD SEND to the peer's QP1, as a process's
+/// CM sends them) out of the helper's socket.
+fn orphan_transmit(
+    nic: &mut roce_emu::Nic,
+    sock: &Socket,
+    tx_buf: &mut [u8],
+    now: roce_emu::Instant,
+    mads: impl Iterator<Item = roce_cm::MadOut>,
+) {
+    for out in mads {
+        let path = roce_emu::gsi::GsiPath {
+            src_ip: out.src,
+            dst_ip: out.dst,
+            traffic_class: 0,
+            hop_limit: 64,
+            flow_label: 0,
+        };
+        nic.send_mad(path, 1, &out.bytes);
+    }
+    while let Some(t) = nic.poll_transmit(now, tx_buf) {
+        let to = socket2::SockAddr::from(SocketAddr::new(t.dst_ip, t.dst_port));
+        let _ = sock.as_socket2().send_to(&tx_buf[..t.len], &to);
+    }
+}
+
+/// The helper's counters of farewells sent for dead processes (`farewells` by
+/// `roce_cm::MirrorState`): `cm_orphan_dreq` (established), `cm_orphan_rej` (REJ 4 or 28 for a
+/// handshake), `cm_orphan_drep` (a DREQ it had received), `cm_orphan_sidr_rep` (status 2).
+fn orphan_counters(farewells: &[u64; 7]) -> [(String, u64); 4] {
+    use roce_cm::MirrorState as S;
+    let f = |s: S| farewells[s as usize];
+    [
+        ("cm_orphan_dreq".into(), f(S::Established)),
+        (
+            "cm_orphan_rej".into(),
+            f(S::ReqSent) + f(S::ReqRcvd) + f(S::RepRcvd) + f(S::RepSent),
+        ),
+        ("cm_orphan_drep".into(), f(S::DreqRcvd)),
+        ("cm_orphan_sidr_rep".into(), f(S::SidrReqRcvd)),
+    ]
 }
 
 /// Forwarded datagrams to one process that leave as one GSO send: equal segments, the last one
