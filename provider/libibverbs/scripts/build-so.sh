@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the drop-in library and makes target/<profile>/libibverbs.so.1 and librdmacm.so.1
 # (symlinks to the cdylib cargo writes, deps/libroce_ibverbs.so: one library answers to both). Prints the directory to put in LD_LIBRARY_PATH.
+# Also builds deps/libroce_netlink.so, which `roce run` preloads for rdma dev / rdma link.
 #
 #   provider/libibverbs/scripts/build-so.sh [--release]
 #   LD_LIBRARY_PATH=$(provider/libibverbs/scripts/build-so.sh --release) ibv_devinfo -v
