@@ -285,11 +285,14 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
         .local_addr()
         .unwrap()
         .port();
-    // qperf's server forks a child per test that binds a wildcard id to an ephemeral port,
-    // listens and only then sends the port to the client, so on rxe the REQ always finds the
-    // listener. Here, on a shared device under load, rc_lat's REQ got REJ 8 ("Event rejected")
-    // once in a fresh-clone run (a known bug, not yet found: the steering helper apparently did
-    // not know the new listener yet). Such a run is repeated (3 tries at most) and says so.
+    // qperf's server forks a child per test that binds a wildcard id to an ephemeral port and
+    // sends the port to the client over TCP. qperf 0.4.11 (Debian 12's) sends it *before*
+    // rdma_listen (`cm_open_server`; upstream fixed this race in 118a571 "Fix rdmacm race",
+    // after the last release), so a client whose REQ beats the listen gets REJ 8 (invalid
+    // service ID, "Event rejected"), as the kernel's CM answers it on rxe. On a shared device
+    // under load about one run in ten loses that race: the listen reaches the steering helper
+    // a lock and a round trip after the port left. Such a run is repeated (3 tries at most)
+    // and says so.
     let mut attempt = 0;
     let client = loop {
         attempt += 1;
@@ -322,7 +325,7 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
             .contains("unexpected event from RDMA CM: Event rejected")
             && attempt < 3
         {
-            eprintln!("qperf: REJ 8 for a listening server (known bug); again");
+            eprintln!("qperf: REJ 8, the REQ beat qperf 0.4.11's rdma_listen (its race); again");
             std::thread::sleep(Duration::from_millis(500));
             continue;
         }
