@@ -103,8 +103,8 @@ impl Transmit {
 }
 
 /// Builds the IP+UDP header bytes the ICRC covers into `hdr` and returns the network view
-/// (the reference [`icrc`] is tested against).
-/// IPv4: ID = `ipv4_id`, DF set, protocol 17, checksum 0 (masked). UDP checksum 0.
+/// (the reference [`icrc`] is tested against), with `roce_wire::ip`'s headers.
+/// IPv4: ID = `ipv4_id`, DF set, protocol 17, checksum filled (masked). UDP checksum 0.
 #[cfg(test)]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn pseudo_headers<'a>(
@@ -118,53 +118,50 @@ pub(crate) fn pseudo_headers<'a>(
     ipv4_id: u16,
     transport_len: usize,
 ) -> Option<Network<'a>> {
-    let udp_len = (8 + transport_len) as u16;
-    match (src, dst) {
+    use roce_wire::ip::{ipv4, ipv6, udp, PROTOCOL_UDP};
+    let ip_len = match (src, dst) {
         (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let ip = &mut hdr[..20];
-            ip[0] = 0x45;
-            ip[1] = tos;
-            ip[2..4].copy_from_slice(&(20 + udp_len).to_be_bytes());
-            ip[4..6].copy_from_slice(&ipv4_id.to_be_bytes());
-            ip[6] = 0x40;
-            ip[7] = 0;
-            ip[8] = ttl;
-            ip[9] = 17;
-            ip[10] = 0;
-            ip[11] = 0;
-            ip[12..16].copy_from_slice(&s.octets());
-            ip[16..20].copy_from_slice(&d.octets());
-            put_udp(&mut hdr[20..28], sport, udp_len);
-            let (ip, rest) = hdr.split_at(20);
-            Some(Network::Ipv4 {
-                ip,
-                udp: &rest[..8],
-            })
+            ipv4::Repr {
+                src_addr: s,
+                dst_addr: d,
+                protocol: PROTOCOL_UDP,
+                payload_len: udp::HEADER_LEN + transport_len,
+                ident: ipv4_id,
+                dont_frag: true,
+                tos,
+                ttl,
+            }
+            .emit(&mut ipv4::Packet::new_unchecked(&mut hdr[..]));
+            ipv4::HEADER_LEN
         }
         (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let ip = &mut hdr[..40];
-            let w0 = 6u32 << 28 | (tos as u32) << 20 | (flow_label & 0xF_FFFF);
-            ip[0..4].copy_from_slice(&w0.to_be_bytes());
-            ip[4..6].copy_from_slice(&udp_len.to_be_bytes());
-            ip[6] = 17;
-            ip[7] = ttl;
-            ip[8..24].copy_from_slice(&s.octets());
-            ip[24..40].copy_from_slice(&d.octets());
-            put_udp(&mut hdr[40..48], sport, udp_len);
-            let (ip, rest) = hdr.split_at(40);
-            Some(Network::Ipv6 { ip, udp: rest })
+            ipv6::Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: PROTOCOL_UDP,
+                payload_len: udp::HEADER_LEN + transport_len,
+                traffic_class: tos,
+                flow_label,
+                hop_limit: ttl,
+            }
+            .emit(&mut ipv6::Packet::new_unchecked(&mut hdr[..]));
+            ipv6::HEADER_LEN
         }
-        _ => None,
+        _ => return None,
+    };
+    udp::Repr {
+        src_port: sport,
+        dst_port: roce_wire::ROCE_V2_UDP_PORT,
+        payload_len: transport_len,
     }
-}
-
-#[cfg(test)]
-fn put_udp(u: &mut [u8], sport: u16, len: u16) {
-    u[0..2].copy_from_slice(&sport.to_be_bytes());
-    u[2..4].copy_from_slice(&roce_wire::ROCE_V2_UDP_PORT.to_be_bytes());
-    u[4..6].copy_from_slice(&len.to_be_bytes());
-    u[6] = 0;
-    u[7] = 0;
+    .emit(&mut udp::Packet::new_unchecked(&mut hdr[ip_len..]));
+    let (ip, rest) = hdr.split_at(ip_len);
+    let udp = &rest[..udp::HEADER_LEN];
+    Some(if ip_len == ipv4::HEADER_LEN {
+        Network::Ipv4 { ip, udp }
+    } else {
+        Network::Ipv6 { ip, udp }
+    })
 }
 
 /// The ICRC (`roce_wire::icrc` semantics) of `body` (BTH..pad, the ICRC itself excluded) sent

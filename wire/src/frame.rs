@@ -3,8 +3,9 @@
 //!
 //! [`parse`] takes the bytes of one captured frame and its pcap link type and returns the
 //! [`RoceFrame`] inside it, if any. Ethernet (with up to two 802.1Q / 802.1ad / QinQ tags),
-//! Linux cooked captures (SLL and SLL2) and raw IP are understood; the Ethernet, VLAN, IPv4,
-//! IPv6 and UDP headers are read with `pnet_packet`.
+//! Linux cooked captures (SLL and SLL2) and raw IP are understood; the link-layer headers
+//! (Ethernet, VLAN, SLL) are read with `pnet_packet`, the IPv4, IPv6 and UDP headers (and the
+//! GRH) with [`crate::ip`]'s views.
 //!
 //! * **RoCEv2** is UDP with destination port [`ROCE_V2_UDP_PORT`] over IPv4 or IPv6.
 //! * **RoCEv1** is EtherType [`ROCE_V1_ETHERTYPE`]: a 40-byte GRH (next header `0x1B`) and the
@@ -19,14 +20,12 @@
 //! [`write_ipv6_frame`]) do the reverse: they wrap a transport packet (BTH .. ICRC) in
 //! Ethernet, IP and UDP headers with explicit field values and fill in the ICRC.
 use crate::icrc::{self, Network, IPV4_HEADER_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use crate::ip::{ipv4, ipv6, udp as udp_header, PROTOCOL_UDP as IP_PROTO_UDP};
 use crate::{Error, Result, ROCE_V1_ETHERTYPE, ROCE_V2_UDP_PORT};
 use core::fmt;
 use pnet_packet::ethernet::EthernetPacket;
-use pnet_packet::ipv4::Ipv4Packet;
-use pnet_packet::ipv6::Ipv6Packet;
 use pnet_packet::sll::SLLPacket;
 use pnet_packet::sll2::SLL2Packet;
-use pnet_packet::udp::UdpPacket;
 use pnet_packet::vlan::VlanPacket;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -52,7 +51,6 @@ const ETHERTYPE_IPV6: u16 = 0x86DD;
 const TPID_8021Q: u16 = 0x8100;
 const TPID_8021AD: u16 = 0x88A8;
 const TPID_QINQ: u16 = 0x9100;
-const IP_PROTO_UDP: u8 = 17;
 const SLL_HEADER_LEN: usize = 16;
 const SLL2_HEADER_LEN: usize = 20;
 
@@ -379,14 +377,14 @@ fn udp(frame: &[u8], at: usize, ip_end: usize) -> Result<Option<(UdpSummary, usi
     if rest.len() >= 4 && u16::from_be_bytes([rest[2], rest[3]]) != ROCE_V2_UDP_PORT {
         return Ok(None);
     }
-    let Some(u) = UdpPacket::new(rest) else {
+    let Ok(u) = udp_header::Packet::new_checked(rest) else {
         return Err(Error::Truncated);
     };
     let summary = UdpSummary {
-        src_port: u.get_source(),
-        dst_port: u.get_destination(),
-        length: u.get_length(),
-        checksum: u.get_checksum(),
+        src_port: u.src_port(),
+        dst_port: u.dst_port(),
+        length: u.length(),
+        checksum: u.checksum(),
     };
     let len = summary.length as usize;
     if len < UDP_HEADER_LEN || at + len > ip_end {
@@ -396,20 +394,23 @@ fn udp(frame: &[u8], at: usize, ip_end: usize) -> Result<Option<(UdpSummary, usi
 }
 
 fn ipv4(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {
-    let Some(ip) = frame.get(at..).and_then(Ipv4Packet::new) else {
+    let Some(ip) = frame
+        .get(at..)
+        .and_then(|b| ipv4::Packet::new_checked(b).ok())
+    else {
         return Err(Error::Truncated);
     };
-    let ihl = ip.get_header_length() as usize * 4;
+    let ihl = ip.header_len();
     // Only a first-fragment UDP datagram with a sane header length can be RoCEv2.
-    if ip.get_version() != 4
+    if ip.version() != 4
         || ihl < IPV4_HEADER_LEN
-        || ip.get_next_level_protocol().0 != IP_PROTO_UDP
-        || ip.get_fragment_offset() != 0
+        || ip.protocol() != IP_PROTO_UDP
+        || ip.frag_offset() != 0
     {
         return Ok(None);
     }
-    let total = ip.get_total_length() as usize;
-    let more_fragments = ip.get_flags() & 0b001 != 0;
+    let total = ip.total_len() as usize;
+    let more_fragments = ip.more_frags();
     let udp_at = at + ihl;
     let Some((udp, transport_len)) = udp(frame, udp_at, at + total)? else {
         return Ok(None);
@@ -418,14 +419,14 @@ fn ipv4(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
         return Err(Error::Malformed);
     }
     let l3 = L3Summary {
-        src: IpAddr::V4(ip.get_source()),
-        dst: IpAddr::V4(ip.get_destination()),
-        ip_id: Some(ip.get_identification()),
-        tos: (ip.get_dscp() << 2) | ip.get_ecn(),
-        ttl: ip.get_ttl(),
+        src: IpAddr::V4(ip.src_addr()),
+        dst: IpAddr::V4(ip.dst_addr()),
+        ip_id: Some(ip.ident()),
+        tos: ip.tos(),
+        ttl: ip.ttl(),
         flow_label: None,
-        dont_fragment: ip.get_flags() & 0b010 != 0,
-        ip_checksum: Some(ip.get_checksum()),
+        dont_fragment: ip.dont_frag(),
+        ip_checksum: Some(ip.checksum()),
     };
     let network = Network::Ipv4 {
         ip: &frame[at..udp_at],
@@ -445,24 +446,27 @@ fn ipv4(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
 }
 
 fn ipv6(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {
-    let Some(ip) = frame.get(at..).and_then(Ipv6Packet::new) else {
+    let Some(ip) = frame
+        .get(at..)
+        .and_then(|b| ipv6::Packet::new_checked(b).ok())
+    else {
         return Err(Error::Truncated);
     };
-    if ip.get_version() != 6 || ip.get_next_header().0 != IP_PROTO_UDP {
+    if ip.version() != 6 || ip.next_header() != IP_PROTO_UDP {
         return Ok(None);
     }
     let udp_at = at + IPV6_HEADER_LEN;
-    let end = udp_at + ip.get_payload_length() as usize;
+    let end = udp_at + ip.payload_len() as usize;
     let Some((udp, transport_len)) = udp(frame, udp_at, end)? else {
         return Ok(None);
     };
     let l3 = L3Summary {
-        src: IpAddr::V6(ip.get_source()),
-        dst: IpAddr::V6(ip.get_destination()),
+        src: IpAddr::V6(ip.src_addr()),
+        dst: IpAddr::V6(ip.dst_addr()),
         ip_id: None,
-        tos: ip.get_traffic_class(),
-        ttl: ip.get_hop_limit(),
-        flow_label: Some(ip.get_flow_label()),
+        tos: ip.traffic_class(),
+        ttl: ip.hop_limit(),
+        flow_label: Some(ip.flow_label()),
         dont_fragment: false,
         ip_checksum: None,
     };
@@ -485,26 +489,29 @@ fn ipv6(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
 
 fn grh(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {
     // The GRH has the layout of an IPv6 header (IP version 6 in the first nibble).
-    let Some(g) = frame.get(at..).and_then(Ipv6Packet::new) else {
+    let Some(g) = frame
+        .get(at..)
+        .and_then(|b| ipv6::Packet::new_checked(b).ok())
+    else {
         return Err(Error::Truncated);
     };
-    if g.get_version() != 6 || g.get_next_header().0 != GRH_NEXT_HEADER_BTH {
+    if g.version() != 6 || g.next_header() != GRH_NEXT_HEADER_BTH {
         return Err(Error::Malformed);
     }
     let l3 = L3Summary {
-        src: IpAddr::V6(g.get_source()),
-        dst: IpAddr::V6(g.get_destination()),
+        src: IpAddr::V6(g.src_addr()),
+        dst: IpAddr::V6(g.dst_addr()),
         ip_id: None,
-        tos: g.get_traffic_class(),
-        ttl: g.get_hop_limit(),
-        flow_label: Some(g.get_flow_label()),
+        tos: g.traffic_class(),
+        ttl: g.hop_limit(),
+        flow_label: Some(g.flow_label()),
         dont_fragment: false,
         ip_checksum: None,
     };
     let network = Network::Grh {
         grh: &frame[at..at + GRH_LEN],
     };
-    let transport_len = g.get_payload_length() as usize;
+    let transport_len = g.payload_len() as usize;
     Ok(Some(finish(
         RoceVersion::V1,
         frame,

@@ -14,14 +14,15 @@
 //! BTH bit **are** covered. The CRC value is stored least-significant byte first (like the
 //! Ethernet FCS): the trailer bytes read as a little-endian `u32` equal the value computed here.
 //! This matches kernel rxe (`rxe_icrc.c`) and ConnectX hardware on every real capture we hold.
+use crate::ip::{ipv4, ipv6, udp};
 use crate::{Error, Result, ICRC_LEN};
 
-/// Length of the masked IPv4 header we support (no options, as rxe assumes).
-pub const IPV4_HEADER_LEN: usize = 20;
-/// Length of the IPv6 header / GRH.
-pub const IPV6_HEADER_LEN: usize = 40;
-/// Length of the UDP header.
-pub const UDP_HEADER_LEN: usize = 8;
+/// Length of the masked IPv4 header we support (no options, as rxe assumes): [`ipv4::HEADER_LEN`].
+pub const IPV4_HEADER_LEN: usize = ipv4::HEADER_LEN;
+/// Length of the IPv6 header / GRH: [`ipv6::HEADER_LEN`].
+pub const IPV6_HEADER_LEN: usize = ipv6::HEADER_LEN;
+/// Length of the UDP header: [`udp::HEADER_LEN`].
+pub const UDP_HEADER_LEN: usize = udp::HEADER_LEN;
 const BTH_LEN: usize = crate::bth::HEADER_LEN;
 
 /// The network header the ICRC covers.
@@ -64,15 +65,12 @@ pub fn compute(net: Network<'_>, transport: &[u8]) -> Result<u32> {
             if ip.len() < IPV4_HEADER_LEN || udp.len() < UDP_HEADER_LEN {
                 return Err(Error::Truncated);
             }
-            if ip.len() != IPV4_HEADER_LEN || ip[0] != 0x45 {
+            if ip.len() != IPV4_HEADER_LEN || ip[ipv4::field::VER_IHL] != ipv4::VER_IHL_NO_OPTIONS {
                 return Err(Error::Malformed);
             }
             let h = &mut pseudo[at..at + IPV4_HEADER_LEN];
             h.copy_from_slice(ip);
-            h[1] = 0xFF; // TOS
-            h[8] = 0xFF; // TTL
-            h[10] = 0xFF; // header checksum
-            h[11] = 0xFF;
+            mask_ipv4(h);
             at += IPV4_HEADER_LEN;
             at = put_udp(&mut pseudo, at, udp);
         }
@@ -103,20 +101,36 @@ pub fn compute(net: Network<'_>, transport: &[u8]) -> Result<u32> {
 fn put_udp(pseudo: &mut [u8], at: usize, udp: &[u8]) -> usize {
     let u = &mut pseudo[at..at + UDP_HEADER_LEN];
     u.copy_from_slice(&udp[..UDP_HEADER_LEN]);
-    u[6] = 0xFF; // checksum
-    u[7] = 0xFF;
+    mask_udp(u);
     at + UDP_HEADER_LEN
 }
 
 fn put_grh(pseudo: &mut [u8], at: usize, ip: &[u8]) -> usize {
     let h = &mut pseudo[at..at + IPV6_HEADER_LEN];
     h.copy_from_slice(ip);
-    h[0] |= 0x0F; // traffic class (high nibble part) ...
-    h[1] = 0xFF; // ... traffic class low nibble and flow label
-    h[2] = 0xFF;
-    h[3] = 0xFF;
-    h[7] = 0xFF; // hop limit
+    mask_ipv6(h);
     at + IPV6_HEADER_LEN
+}
+
+/// Sets the IPv4 header's variant fields to ones: TOS, TTL, header checksum.
+fn mask_ipv4(h: &mut [u8]) {
+    h[ipv4::field::TOS] = 0xFF;
+    h[ipv4::field::TTL] = 0xFF;
+    h[ipv4::field::CHECKSUM].fill(0xFF);
+}
+
+/// Sets the IPv6 header's (or GRH's) variant fields to ones: traffic class and flow label
+/// (all of the first word but the version nibble) and hop limit.
+fn mask_ipv6(h: &mut [u8]) {
+    let w = &mut h[ipv6::field::VER_TC_FLOW];
+    w[0] |= 0x0F;
+    w[1..].fill(0xFF);
+    h[ipv6::field::HOP_LIMIT] = 0xFF;
+}
+
+/// Sets the UDP checksum to ones.
+fn mask_udp(u: &mut [u8]) {
+    u[udp::field::CHECKSUM].fill(0xFF);
 }
 
 /// The ICRC of a RoCEv2 datagram sent from `src:sport` to `dst:dport` (IPv4: identification
@@ -213,19 +227,31 @@ pub fn start_udp(
     let at = match (src, dst) {
         (IpAddr::V6(s), IpAddr::V6(d)) => {
             // version 6 with traffic class and flow label masked: 6F FF FF FF | len 11 FF
-            p[8] = 0x6F;
-            p[12..14].copy_from_slice(&udp_len.to_be_bytes());
-            p[14] = 17;
-            p[16..32].copy_from_slice(&s.octets());
-            p[32..48].copy_from_slice(&d.octets());
+            let ip = &mut p[8..8 + IPV6_HEADER_LEN];
+            ipv6::Repr {
+                src_addr: s,
+                dst_addr: d,
+                next_header: crate::ip::PROTOCOL_UDP,
+                payload_len: udp_len as usize,
+                traffic_class: 0,
+                flow_label: 0,
+                hop_limit: 0,
+            }
+            .emit(&mut ipv6::Packet::new_unchecked(&mut *ip));
+            mask_ipv6(ip);
             8 + IPV6_HEADER_LEN
         }
         _ => return None,
     };
     // sport dport len FFFF
-    p[at..at + 2].copy_from_slice(&sport.to_be_bytes());
-    p[at + 2..at + 4].copy_from_slice(&dport.to_be_bytes());
-    p[at + 4..at + 6].copy_from_slice(&udp_len.to_be_bytes());
+    let u = &mut p[at..at + UDP_HEADER_LEN];
+    udp::Repr {
+        src_port: sport,
+        dst_port: dport,
+        payload_len: transport_len + ICRC_LEN,
+    }
+    .emit(&mut udp::Packet::new_unchecked(&mut *u));
+    mask_udp(u);
     let b = at + UDP_HEADER_LEN;
     p[b..b + BTH_LEN].copy_from_slice(&bth[..BTH_LEN]);
     p[b + 4] = 0xFF; // FECN, BECN, resv6a
@@ -234,14 +260,26 @@ pub fn start_udp(
     Some(Partial(h))
 }
 
-// `ipv4_start` writes the BTH's variant byte as 0xFF in place of `bth[4]`.
-const _: () = assert!(crate::bth::VARIANT_BYTE == 4);
+// `ipv4_start` writes the BTH's variant byte as 0xFF in place of `bth[4]`, and the IPv4 and
+// UDP headers' fields at these offsets (the `ip` module's layout).
+const _: () = {
+    use ipv4::field as f4;
+    use udp::field as fu;
+    assert!(crate::bth::VARIANT_BYTE == 4);
+    assert!(f4::VER_IHL == 0 && f4::TOS == 1 && f4::TOTAL_LEN.start == 2);
+    assert!(f4::IDENT.start == 4 && f4::FLAGS_FRAG.start == 6 && f4::TTL == 8);
+    assert!(f4::PROTOCOL == 9 && f4::CHECKSUM.start == 10);
+    assert!(f4::SRC_ADDR.start == 12 && f4::DST_ADDR.start == 16 && IPV4_HEADER_LEN == 20);
+    assert!(fu::SRC_PORT.start == 0 && fu::DST_PORT.start == 2);
+    assert!(fu::LENGTH.start == 4 && fu::CHECKSUM.start == 6);
+};
 
 /// [`start_udp`] for IPv4 (`bth` at least 12 bytes, `transport_len` at least 12), plus `tail`
 /// (at most 15 bytes: what follows the BTH of a short packet, or nothing). The pseudo header is
 /// written as 16-byte blocks, each with one store (`store16`): LRH ones | 45 FF len id 40 00 |
 /// FF 11 FFFF src | dst sport dport | len FFFF BTH(12) with the FECN/BECN/resv6a byte masked |
-/// tail, zero-padded.
+/// tail, zero-padded. The header fields sit where [`ipv4::field`] and [`udp::field`] put them
+/// (checked when compiling) with [`mask_ipv4`]'s and [`mask_udp`]'s ones.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn ipv4_start(
@@ -276,10 +314,28 @@ fn ipv4_start(
     let blocks = [
         (
             u64::MAX,
-            w([0x45, 0xFF, tot[0], tot[1], id[0], id[1], 0x40, 0]),
+            w([
+                ipv4::VER_IHL_NO_OPTIONS,
+                0xFF,
+                tot[0],
+                tot[1],
+                id[0],
+                id[1],
+                ipv4::FLAGS_DF,
+                0,
+            ]),
         ),
         (
-            w([0xFF, 17, 0xFF, 0xFF, so[0], so[1], so[2], so[3]]),
+            w([
+                0xFF,
+                crate::ip::PROTOCOL_UDP,
+                0xFF,
+                0xFF,
+                so[0],
+                so[1],
+                so[2],
+                so[3],
+            ]),
             w([dd[0], dd[1], dd[2], dd[3], sp[0], sp[1], dp[0], dp[1]]),
         ),
         (

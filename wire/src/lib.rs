@@ -14,9 +14,10 @@
 //! nobody computes header offsets by hand, and each header's bytes are read and written only
 //! by its own module (the transport parser and the senders' fast paths, such as
 //! [`bth::fast`], call them). [`Psn`] is a 24-bit serial number, [`Qpn`] a 24-bit queue pair
-//! number. [`icrc`] computes the invariant CRC over masked IPv4/IPv6/GRH, UDP and BTH headers
-//! exactly as kernel rxe and ConnectX do. With the default `std` feature, [`frame`] finds RoCE
-//! inside Ethernet, 802.1Q, Linux cooked and raw-IP frames (L2–L4 parsed by `pnet_packet`), and
+//! number. [`ip`] holds the IPv4, IPv6 and UDP headers RoCEv2 travels in, and [`icrc`] computes
+//! the invariant CRC over masked IPv4/IPv6/GRH, UDP and BTH headers exactly as kernel rxe and
+//! ConnectX do. With the default `std` feature, [`frame`] finds RoCE
+//! inside Ethernet, 802.1Q, Linux cooked and raw-IP frames (L2 parsed by `pnet_packet`), and
 //! [`pcap`] reads pcap/pcapng and writes pcap files that Wireshark dissects as InfiniBand.
 //!
 //! Above the transport, [`mad`] is the 24-byte MAD common header of the 256-byte management
@@ -45,6 +46,7 @@ pub mod field;
 pub mod icrc;
 pub mod ieth;
 pub mod immdt;
+pub mod ip;
 pub mod mad;
 pub mod opcode;
 mod psn;

@@ -601,39 +601,34 @@ fn ud_packet_type(m: &RxMeta) -> u8 {
     }
 }
 
-/// The 40 bytes rxe writes ahead of a UD receive buffer (`union rdma_network_hdr`).
+/// The 40 bytes rxe writes ahead of a UD receive buffer (`union rdma_network_hdr`): the IPv6
+/// header, or 20 unused bytes and the IPv4 header (checksum filled, DF set, the identification
+/// the driver saw or 0).
 fn build_grh(out: &mut [u8; 40], m: &RxMeta, transport_len: usize) {
+    use roce_wire::ip::{ipv4, ipv6, PROTOCOL_UDP};
     let udp_len = 8 + transport_len;
     match (m.src_ip, m.dst_ip) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let ip = &mut out[20..40];
-            ip[0] = 0x45;
-            ip[1] = m.tos;
-            ip[2..4].copy_from_slice(&((20 + udp_len) as u16).to_be_bytes());
-            ip[4..6].copy_from_slice(&m.ipv4_id.unwrap_or(0).to_be_bytes());
-            ip[6] = 0x40;
-            ip[8] = m.ttl;
-            ip[9] = 17;
-            ip[12..16].copy_from_slice(&s.octets());
-            ip[16..20].copy_from_slice(&d.octets());
-            let mut sum: u32 = 0;
-            for c in ip.chunks(2) {
-                sum += u16::from_be_bytes([c[0], c[1]]) as u32;
-            }
-            while sum > 0xFFFF {
-                sum = (sum & 0xFFFF) + (sum >> 16);
-            }
-            ip[10..12].copy_from_slice(&(!(sum as u16)).to_be_bytes());
+        (IpAddr::V4(s), IpAddr::V4(d)) => ipv4::Repr {
+            src_addr: s,
+            dst_addr: d,
+            protocol: PROTOCOL_UDP,
+            payload_len: udp_len,
+            ident: m.ipv4_id.unwrap_or(0),
+            dont_frag: true,
+            tos: m.tos,
+            ttl: m.ttl,
         }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let w0 = 6u32 << 28 | (m.tos as u32) << 20 | (m.flow_label & 0xF_FFFF);
-            out[0..4].copy_from_slice(&w0.to_be_bytes());
-            out[4..6].copy_from_slice(&(udp_len as u16).to_be_bytes());
-            out[6] = 17;
-            out[7] = m.ttl;
-            out[8..24].copy_from_slice(&s.octets());
-            out[24..40].copy_from_slice(&d.octets());
+        .emit(&mut ipv4::Packet::new_unchecked(&mut out[20..40])),
+        (IpAddr::V6(s), IpAddr::V6(d)) => ipv6::Repr {
+            src_addr: s,
+            dst_addr: d,
+            next_header: PROTOCOL_UDP,
+            payload_len: udp_len,
+            traffic_class: m.tos,
+            flow_label: m.flow_label,
+            hop_limit: m.ttl,
         }
+        .emit(&mut ipv6::Packet::new_unchecked(&mut out[..])),
         _ => {}
     }
 }

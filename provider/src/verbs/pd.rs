@@ -142,12 +142,14 @@ pub fn grh_source_gid(grh: &[u8]) -> Option<Gid> {
     if grh.len() < 40 {
         return None;
     }
-    if grh[20] >> 4 == 4 {
-        let ip: [u8; 4] = grh[32..36].try_into().ok()?;
-        return Some(roce_emu::gid_from_ip(IpAddr::from(ip)));
+    use roce_wire::ip::{ipv4, ipv6};
+    let v4 = ipv4::Packet::new_unchecked(&grh[20..40]);
+    if v4.version() == 4 {
+        return Some(roce_emu::gid_from_ip(IpAddr::V4(v4.src_addr())));
     }
-    if grh[0] >> 4 == 6 {
-        return grh[8..24].try_into().ok();
+    let v6 = ipv6::Packet::new_unchecked(&grh[..40]);
+    if v6.version() == 6 {
+        return Some(v6.src_addr().octets());
     }
     None
 }

@@ -24,6 +24,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use roce_wire::icrc::{self, Network, IPV4_HEADER_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use roce_wire::ip;
 
 /// The IP and UDP headers of one datagram as they appear on the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,52 +56,52 @@ pub struct HeaderFacts {
 }
 
 impl WireHeaders {
-    /// Builds the headers. Mixed address families fall back to IPv6 with mapped addresses.
+    /// Builds the headers with [`roce_wire::ip`]'s: IPv4 with DF and its header checksum,
+    /// IPv6 with flow label 0 (what Linux sends for an unlabelled socket), UDP checksum 0 (what
+    /// `SO_NO_CHECK` sends; masked by the ICRC anyway). Mixed address families fall back to
+    /// IPv6 with mapped addresses.
     pub fn new(f: &HeaderFacts) -> WireHeaders {
-        let ulen = (UDP_HEADER_LEN + f.payload_len) as u16;
         let mut udp = [0u8; UDP_HEADER_LEN];
-        udp[0..2].copy_from_slice(&f.sport.to_be_bytes());
-        udp[2..4].copy_from_slice(&f.dport.to_be_bytes());
-        udp[4..6].copy_from_slice(&ulen.to_be_bytes());
-        // udp[6..8]: checksum 0 (what SO_NO_CHECK sends; masked by the ICRC anyway).
-        let mut ip = [0u8; IPV6_HEADER_LEN];
-        match (f.src, f.dst) {
+        ip::udp::Repr {
+            src_port: f.sport,
+            dst_port: f.dport,
+            payload_len: f.payload_len,
+        }
+        .emit(&mut ip::udp::Packet::new_unchecked(&mut udp[..]));
+        let mut ip_bytes = [0u8; IPV6_HEADER_LEN];
+        let ip_len = match (f.src, f.dst) {
             (IpAddr::V4(s), IpAddr::V4(d)) => {
-                let tot = (IPV4_HEADER_LEN + UDP_HEADER_LEN + f.payload_len) as u16;
-                ip[0] = 0x45;
-                ip[1] = f.tos;
-                ip[2..4].copy_from_slice(&tot.to_be_bytes());
-                ip[4..6].copy_from_slice(&f.ip_id.to_be_bytes());
-                ip[6] = 0x40; // DF, fragment offset 0
-                ip[8] = f.ttl;
-                ip[9] = 17;
-                ip[12..16].copy_from_slice(&s.octets());
-                ip[16..20].copy_from_slice(&d.octets());
-                let c = ipv4_checksum(&ip[..IPV4_HEADER_LEN]);
-                ip[10..12].copy_from_slice(&c.to_be_bytes());
-                WireHeaders {
-                    ip,
-                    ip_len: IPV4_HEADER_LEN as u8,
-                    udp,
+                ip::ipv4::Repr {
+                    src_addr: s,
+                    dst_addr: d,
+                    protocol: ip::PROTOCOL_UDP,
+                    payload_len: UDP_HEADER_LEN + f.payload_len,
+                    ident: f.ip_id,
+                    dont_frag: true,
+                    tos: f.tos,
+                    ttl: f.ttl,
                 }
+                .emit(&mut ip::ipv4::Packet::new_unchecked(&mut ip_bytes[..]));
+                IPV4_HEADER_LEN
             }
             (s, d) => {
-                let s = to_v6(s);
-                let d = to_v6(d);
-                // version 6, traffic class, flow label 0 (what Linux sends for an unlabelled socket).
-                let w = (6u32 << 28) | ((f.tos as u32) << 20);
-                ip[0..4].copy_from_slice(&w.to_be_bytes());
-                ip[4..6].copy_from_slice(&ulen.to_be_bytes());
-                ip[6] = 17;
-                ip[7] = f.ttl;
-                ip[8..24].copy_from_slice(&s.octets());
-                ip[24..40].copy_from_slice(&d.octets());
-                WireHeaders {
-                    ip,
-                    ip_len: IPV6_HEADER_LEN as u8,
-                    udp,
+                ip::ipv6::Repr {
+                    src_addr: to_v6(s),
+                    dst_addr: to_v6(d),
+                    next_header: ip::PROTOCOL_UDP,
+                    payload_len: UDP_HEADER_LEN + f.payload_len,
+                    traffic_class: f.tos,
+                    flow_label: 0,
+                    hop_limit: f.ttl,
                 }
+                .emit(&mut ip::ipv6::Packet::new_unchecked(&mut ip_bytes[..]));
+                IPV6_HEADER_LEN
             }
+        };
+        WireHeaders {
+            ip: ip_bytes,
+            ip_len: ip_len as u8,
+            udp,
         }
     }
 
@@ -153,24 +154,7 @@ fn to_v6(a: IpAddr) -> Ipv6Addr {
 }
 
 /// The IPv4 header checksum (RFC 791) of `h` with its checksum field taken as zero.
-pub fn ipv4_checksum(h: &[u8]) -> u16 {
-    let mut s = 0u32;
-    for (i, w) in h.chunks(2).enumerate() {
-        if i == 5 {
-            continue;
-        }
-        let v = if w.len() == 2 {
-            u16::from_be_bytes([w[0], w[1]])
-        } else {
-            (w[0] as u16) << 8
-        };
-        s += v as u32;
-    }
-    while s > 0xFFFF {
-        s = (s & 0xFFFF) + (s >> 16);
-    }
-    !(s as u16)
-}
+pub use roce_wire::ip::ipv4::checksum as ipv4_checksum;
 
 /// What a receiver does with IPv4 packets whose identification it cannot see: the workspace's
 /// one policy type, defined with the ICRC in `roce-wire`; here [`check_icrc`] applies it, and
@@ -312,7 +296,7 @@ pub fn recover_ipv4_id(h: &WireHeaders, payload: &[u8]) -> Option<u16> {
     solve_ipv4_id(
         stored,
         computed,
-        u16::from_be_bytes([h.ip[4], h.ip[5]]),
+        ip::ipv4::Packet::new_unchecked(h.ip()).ident(),
         payload.len(),
     )
 }
@@ -327,9 +311,12 @@ pub(crate) fn solve_ipv4_id(
     guess: u16,
     payload_len: usize,
 ) -> Option<u16> {
-    let after = after_field(IPV4_HEADER_LEN, 4, payload_len);
+    let after = after_field(IPV4_HEADER_LEN, IPV4_IDENT_AT, payload_len);
     super::idsolve::solve_field_delta(stored ^ computed, after).map(|d| guess ^ d)
 }
+
+/// Where the IPv4 identification sits in the headers as sent.
+const IPV4_IDENT_AT: usize = ip::ipv4::field::IDENT.start;
 
 /// Bytes of ICRC input after a 16-bit field at `at` (offset in the IP+UDP headers as sent),
 /// for a payload (BTH .. ICRC) of `payload_len` bytes: the ICRC input is 8 bytes of LRH, the
@@ -353,7 +340,7 @@ fn patch_field(payload: &mut [u8], ip_len: usize, at: usize, old: u16, new: u16)
 /// from `old` to `new`, without recomputing the CRC (about 15 ns once the per-length table is cached). For
 /// sealing GSO segment *k* (ID *k*) when the packet was sealed with ID 0.
 pub fn patch_icrc_ipv4_id(payload: &mut [u8], old: u16, new: u16) -> bool {
-    patch_field(payload, IPV4_HEADER_LEN, 4, old, new)
+    patch_field(payload, IPV4_HEADER_LEN, IPV4_IDENT_AT, old, new)
 }
 
 /// Updates the ICRC at the end of `payload` for a UDP source port changed from `old` to `new`
@@ -364,7 +351,13 @@ pub fn patch_icrc_udp_sport(payload: &mut [u8], ipv6: bool, old: u16, new: u16) 
     } else {
         IPV4_HEADER_LEN
     };
-    patch_field(payload, ip_len, ip_len, old, new)
+    patch_field(
+        payload,
+        ip_len,
+        ip_len + ip::udp::field::SRC_PORT.start,
+        old,
+        new,
+    )
 }
 
 /// `0.0.0.0` placeholder used when a receive lacks `IP_PKTINFO`.

@@ -1,12 +1,9 @@
 //! Frame builders: Ethernet (+ optional 802.1Q) + IPv4/IPv6 + UDP around a transport packet.
 use super::{VlanTag, ETHERNET_HEADER_LEN, VLAN_TAG_LEN};
 use crate::icrc::{self, Network, IPV4_HEADER_LEN, IPV6_HEADER_LEN, UDP_HEADER_LEN};
+use crate::ip::{ipv4, ipv6, udp, PROTOCOL_UDP};
 use crate::{bth, Error, Result, ICRC_LEN, ROCE_V2_SPORT_BASE, ROCE_V2_UDP_PORT};
 use pnet_packet::ethernet::{EtherType, MutableEthernetPacket};
-use pnet_packet::ip::IpNextHeaderProtocol;
-use pnet_packet::ipv4::{self, MutableIpv4Packet};
-use pnet_packet::ipv6::MutableIpv6Packet;
-use pnet_packet::udp::MutableUdpPacket;
 use pnet_packet::vlan::{ClassOfService, MutableVlanPacket};
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -159,12 +156,13 @@ fn check_transport(transport: &[u8], out_len: usize, need: usize) -> Result<()> 
     Ok(())
 }
 
-fn put_udp(out: &mut [u8], sport: u16, dport: u16, len: usize) {
-    let mut u = MutableUdpPacket::new(out).expect("caller checked the length");
-    u.set_source(sport);
-    u.set_destination(dport);
-    u.set_length(len as u16);
-    u.set_checksum(0);
+fn put_udp(out: &mut [u8], sport: u16, dport: u16, transport_len: usize) {
+    udp::Repr {
+        src_port: sport,
+        dst_port: dport,
+        payload_len: transport_len,
+    }
+    .emit(&mut udp::Packet::new_unchecked(out));
 }
 
 /// Writes an Ethernet + IPv4 + UDP frame around `transport` (BTH .. ICRC; the last four bytes
@@ -185,29 +183,22 @@ pub fn write_ipv4_frame(spec: &Ipv4FrameSpec, transport: &[u8], out: &mut [u8]) 
     let ip_at = put_l2(out, spec.src_mac, spec.dst_mac, spec.vlan, 0x0800);
     let udp_at = ip_at + IPV4_HEADER_LEN;
     let t_at = udp_at + UDP_HEADER_LEN;
-    {
-        let mut ip = MutableIpv4Packet::new(&mut out[ip_at..udp_at]).expect("20 bytes");
-        ip.set_version(4);
-        ip.set_header_length(5);
-        ip.set_dscp(spec.tos >> 2);
-        ip.set_ecn(spec.tos & 3);
-        ip.set_total_length(total as u16);
-        ip.set_identification(spec.ip_id);
-        ip.set_flags(if spec.dont_fragment { 0b010 } else { 0 });
-        ip.set_fragment_offset(0);
-        ip.set_ttl(spec.ttl);
-        ip.set_next_level_protocol(IpNextHeaderProtocol(17));
-        ip.set_checksum(0);
-        ip.set_source(spec.src_ip);
-        ip.set_destination(spec.dst_ip);
-        let c = ipv4::checksum(&ip.to_immutable());
-        ip.set_checksum(c);
+    ipv4::Repr {
+        src_addr: spec.src_ip,
+        dst_addr: spec.dst_ip,
+        protocol: PROTOCOL_UDP,
+        payload_len: total - IPV4_HEADER_LEN,
+        ident: spec.ip_id,
+        dont_frag: spec.dont_fragment,
+        tos: spec.tos,
+        ttl: spec.ttl,
     }
+    .emit(&mut ipv4::Packet::new_unchecked(&mut out[ip_at..udp_at]));
     put_udp(
         &mut out[udp_at..t_at],
         spec.src_port,
         spec.dst_port,
-        UDP_HEADER_LEN + transport.len(),
+        transport.len(),
     );
     out[t_at..].copy_from_slice(transport);
     let (hdr, t) = out.split_at_mut(t_at);
@@ -234,22 +225,21 @@ pub fn write_ipv6_frame(spec: &Ipv6FrameSpec, transport: &[u8], out: &mut [u8]) 
     let ip_at = put_l2(out, spec.src_mac, spec.dst_mac, spec.vlan, 0x86DD);
     let udp_at = ip_at + IPV6_HEADER_LEN;
     let t_at = udp_at + UDP_HEADER_LEN;
-    {
-        let mut ip = MutableIpv6Packet::new(&mut out[ip_at..udp_at]).expect("40 bytes");
-        ip.set_version(6);
-        ip.set_traffic_class(spec.traffic_class);
-        ip.set_flow_label(spec.flow_label & 0xF_FFFF);
-        ip.set_payload_length(payload as u16);
-        ip.set_next_header(IpNextHeaderProtocol(17));
-        ip.set_hop_limit(spec.hop_limit);
-        ip.set_source(spec.src_ip);
-        ip.set_destination(spec.dst_ip);
+    ipv6::Repr {
+        src_addr: spec.src_ip,
+        dst_addr: spec.dst_ip,
+        next_header: PROTOCOL_UDP,
+        payload_len: payload,
+        traffic_class: spec.traffic_class,
+        flow_label: spec.flow_label,
+        hop_limit: spec.hop_limit,
     }
+    .emit(&mut ipv6::Packet::new_unchecked(&mut out[ip_at..udp_at]));
     put_udp(
         &mut out[udp_at..t_at],
         spec.src_port,
         spec.dst_port,
-        payload,
+        transport.len(),
     );
     out[t_at..].copy_from_slice(transport);
     let (hdr, t) = out.split_at_mut(t_at);
