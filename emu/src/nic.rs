@@ -211,7 +211,8 @@ impl Nic {
             max_mtu: Mtu::Mtu4096,
             active_mtu: self.active_mtu,
             gid_tbl_len: 1024,
-            port_cap_flags: 1 << 26, // RDMA_CORE_CAP_PROT_ROCE_UDP_ENCAP-ish: IB_PORT_... reported by rxe
+            // IB_PORT_CM_SUP, what rxe reports (RXE_PORT_CAP_FLAGS) in ibv_query_port and sysfs cap_mask
+            port_cap_flags: 1 << 16,
             max_msg_sz: 0x80_0000,
             bad_pkey_cntr: self.sh.ctr.bad_pkey as u32,
             qkey_viol_cntr: self.sh.ctr.qkey_violation as u32,
