@@ -9,19 +9,8 @@
 
 int main(void)
 {
-	int num;
-	struct ibv_device **list = ibv_get_device_list(&num);
-	if (!list || num < 1) {
-		printf("no device\n");
-		return 2;
-	}
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) {
-		printf("open failed\n");
-		return 2;
-	}
 	union ibv_gid gid;
-	ibv_query_gid(ctx, 1, 1, &gid);
+	struct ibv_context *ctx = open_first_device(&gid);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx), *pd2 = ibv_alloc_pd(ctx);
 	struct ibv_cq *cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
 	char *buf = aligned_alloc(4096, 8192), *buf2 = aligned_alloc(4096, 4096), *buf3 = aligned_alloc(4096, 4096);

@@ -89,35 +89,29 @@ const EXPECTED: &[(&str, &str, &str)] = &[
 
 #[test]
 fn each_classic_mistake_warns_once_and_is_counted() {
-    let Some((dir, exe)) = compile_c("diagnose", CLibs::Verbs) else {
+    let Some(prog) = CProgram::compile("diagnose", CLibs::Verbs) else {
         return;
     };
-    let stat_dir = dir.join("stat");
+    let stat_dir = prog.dir.join("stat");
     std::fs::create_dir_all(&stat_dir).unwrap();
     let stat_cmd = format!(
         "{} stat --ip 127.0.0.1 --stat-dir {}",
         roce().display(),
         stat_dir.display()
     );
-    let _g = serial();
-    assert!(
-        wait_udp_free(Duration::from_secs(300)),
-        "127.0.0.1:4791 stayed busy"
-    );
-    let out = spawn(
-        &["--ip".to_string(), "127.0.0.1".into()],
-        &[exe.to_string_lossy().into_owned()],
+    let _g = serial_on_loopback(Duration::from_secs(300));
+    let out = prog.run(
+        &["--ip", "127.0.0.1"],
+        &[],
         &[
             ("ROCE_STAT_DIR", stat_dir.to_str().unwrap()),
             ("ROCE_STAT_CMD", &stat_cmd),
         ],
-    )
-    .wait(Duration::from_secs(60));
+        Duration::from_secs(60),
+    );
     println!("{}", out.stdout);
     eprintln!("{}", out.stderr);
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!out.timed_out, "diagnose program hung");
-    assert!(!out.stdout.contains("FAIL"), "a check of diagnose.c failed");
+    out.assert_no_failed_check();
     assert_eq!(out.code, Some(0));
     let qpn: HashMap<&str, u32> = out
         .stdout

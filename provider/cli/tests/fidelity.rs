@@ -88,11 +88,7 @@ fn compile() -> Option<std::path::PathBuf> {
 #[test]
 fn fails_where_rxe_fails_and_says_why() {
     let Some(exe) = compile() else { return };
-    let _g = serial();
-    assert!(
-        wait_udp_free(Duration::from_secs(300)),
-        "127.0.0.1:4791 stayed busy"
-    );
+    let _g = serial_on_loopback(Duration::from_secs(300));
     let out = spawn(
         &["--ip".to_string(), "127.0.0.1".into()],
         &[

@@ -123,18 +123,8 @@ static int post_recv(struct ibv_qp *b, uint64_t id)
 
 int main(void)
 {
-	int num, op = -1;
-	struct ibv_device **list = ibv_get_device_list(&num);
-	if (!list || num < 1) {
-		printf("no device\n");
-		return 2;
-	}
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) {
-		printf("open failed\n");
-		return 2;
-	}
-	ibv_query_gid(ctx, 1, 1, &gid);
+	int op = -1;
+	struct ibv_context *ctx = open_first_device(&gid);
 	struct ibv_device_attr da;
 	ibv_query_device(ctx, &da);
 	CHECK("device reports MEM_WINDOW and MEM_WINDOW_TYPE_2B",
@@ -301,6 +291,5 @@ int main(void)
 	ibv_destroy_cq(cq);
 	CHECK("dealloc_pd", ibv_dealloc_pd(pd) == 0, "");
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return done();
 }

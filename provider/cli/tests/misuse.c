@@ -10,18 +10,8 @@
 int main(void)
 {
 	int num;
-	struct ibv_device **list = ibv_get_device_list(&num);
-	if (!list || num < 1) {
-		printf("no device\n");
-		return 2;
-	}
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) {
-		printf("open failed\n");
-		return 2;
-	}
 	union ibv_gid gid;
-	ibv_query_gid(ctx, 1, 1, &gid);
+	struct ibv_context *ctx = open_first_device(&gid);
 
 	/* NULL pointers */
 	errno = 0;

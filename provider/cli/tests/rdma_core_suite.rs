@@ -97,11 +97,7 @@ fn rdma_core_test_suite_passes_through_the_drop_in_libraries() {
     // its RDMA CM tests take the address of the device's netdev from sysfs (`device/net/lo`)
     // and that is lo's first address: the device must be 127.0.0.1 (shared with other tests:
     // one at a time)
-    let _g = serial();
-    assert!(
-        wait_udp_free(Duration::from_secs(120)),
-        "127.0.0.1:4791 stayed busy"
-    );
+    let _g = serial_on_loopback(Duration::from_secs(120));
     let dir = std::env::temp_dir().join(format!("roce-rdma-core-tests-{}", std::process::id()));
     let tests = dir.join("tests");
     unpack(&tests);

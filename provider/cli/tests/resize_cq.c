@@ -10,21 +10,6 @@
  * iff all pass. */
 #include "verbs_setup.h"
 
-static struct ibv_qp *qp_on(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq)
-{
-	struct ibv_qp_init_attr ia;
-	memset(&ia, 0, sizeof ia);
-	ia.send_cq = scq;
-	ia.recv_cq = rcq;
-	ia.qp_type = IBV_QPT_RC;
-	ia.sq_sig_all = 1;
-	ia.cap.max_send_wr = 32;
-	ia.cap.max_recv_wr = 32;
-	ia.cap.max_send_sge = 1;
-	ia.cap.max_recv_sge = 1;
-	return ibv_create_qp(pd, &ia);
-}
-
 /* B receives SENDs first..last-1 (wr_id = i on both sides); waits for A's send completions.
  * Returns how many succeeded. */
 static int deliver(struct ibv_qp *a, struct ibv_qp *b, struct ibv_cq *scq, struct ibv_mr *mr,
@@ -63,19 +48,8 @@ static int readable(int fd, int ms)
 
 int main(void)
 {
-	int num;
-	struct ibv_device **list = ibv_get_device_list(&num);
-	if (!list || num < 1) {
-		printf("no device\n");
-		return 2;
-	}
-	struct ibv_context *ctx = ibv_open_device(list[0]);
-	if (!ctx) {
-		printf("open failed\n");
-		return 2;
-	}
 	union ibv_gid gid;
-	ibv_query_gid(ctx, 1, 1, &gid);
+	struct ibv_context *ctx = open_first_device(&gid);
 	struct ibv_device_attr da;
 	ibv_query_device(ctx, &da);
 
@@ -86,8 +60,8 @@ int main(void)
 	struct ibv_comp_channel *ch = ibv_create_comp_channel(ctx);
 	struct ibv_cq *scq = ibv_create_cq(ctx, 32, NULL, NULL, 0);
 	struct ibv_cq *rcq = ibv_create_cq(ctx, 4, NULL, ch, 0);
-	struct ibv_qp *a = pd && scq ? qp_on(pd, scq, scq) : NULL;
-	struct ibv_qp *b = pd && scq && rcq ? qp_on(pd, scq, rcq) : NULL;
+	struct ibv_qp *a = pd && scq ? new_rc_qp(pd, scq, scq, 32, 1) : NULL;
+	struct ibv_qp *b = pd && scq && rcq ? new_rc_qp(pd, scq, rcq, 32, 1) : NULL;
 	CHECK("setup", pd && mr && ch && scq && rcq && a && b, "errno %d", errno);
 	if (!a || !b)
 		return 1;
@@ -160,6 +134,5 @@ int main(void)
 	ibv_dereg_mr(mr);
 	ibv_dealloc_pd(pd);
 	ibv_close_device(ctx);
-	ibv_free_device_list(list);
 	return done();
 }

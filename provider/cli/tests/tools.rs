@@ -9,25 +9,8 @@
 
 mod common;
 use common::*;
+use roce_tests::debian::{IBVERBS_UTILS as UTILS, PERFTEST};
 use std::time::Duration;
-
-const UTILS: &[&str] = &[
-    "ibv_devices",
-    "ibv_devinfo",
-    "ibv_rc_pingpong",
-    "ibv_uc_pingpong",
-    "ibv_ud_pingpong",
-    "ibv_srq_pingpong",
-];
-const PERFTEST: &[&str] = &[
-    "ib_write_bw",
-    "ib_read_bw",
-    "ib_send_bw",
-    "ib_atomic_bw",
-    "ib_write_lat",
-    "ib_read_lat",
-    "ib_send_lat",
-];
 
 #[derive(Clone, Copy)]
 enum Kind {

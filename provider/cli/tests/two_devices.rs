@@ -8,18 +8,16 @@ use std::time::Duration;
 
 #[test]
 fn two_devices_in_one_process_talk_to_each_other() {
-    let Some((dir, exe)) = compile_c("two_devices", CLibs::Verbs) else {
+    let Some(prog) = CProgram::compile("two_devices", CLibs::Verbs) else {
         return;
     };
-    let out = spawn(
-        &["--ip".to_string(), "127.0.22.1,127.0.22.2".into()],
-        &[exe.to_string_lossy().into_owned()],
+    let out = prog.run(
+        &["--ip", "127.0.22.1,127.0.22.2"],
         &[],
-    )
-    .wait(Duration::from_secs(60));
-    let _ = std::fs::remove_dir_all(&dir);
-    assert!(!out.timed_out, "hung:\n{}", out.all());
-    assert!(!out.stdout.contains("FAIL"), "{}", out.all());
+        &[],
+        Duration::from_secs(60),
+    );
+    out.assert_no_failed_check();
     assert!(out.stdout.contains("CHECK read done ok"), "{}", out.all());
     assert_eq!(out.code, Some(0), "{}", out.all());
 }

@@ -1,5 +1,6 @@
 /* Shared by the C test programs (verbs and RDMA CM): includes, the CHECK macro and done(), and
- * helpers that bring a QP to RTS, wait for one completion and create an RC QP. Static
+ * helpers that open the first device, bring a QP to RTS, wait for one completion and create an
+ * RC QP. Static
  * definitions: include it from one .c file (compiled with -Wno-unused-function). */
 #ifndef ROCE_VERBS_SETUP_H
 #define ROCE_VERBS_SETUP_H
@@ -91,18 +92,46 @@ static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 	return 0;
 }
 
-static struct ibv_qp *new_qp(struct ibv_pd *pd, struct ibv_cq *cq, int sges)
+/* An RC QP completing sends on scq and receives on rcq, every send signalled, with room for
+ * `wrs` WRs of `sges` SGEs in each queue. */
+static struct ibv_qp *new_rc_qp(struct ibv_pd *pd, struct ibv_cq *scq, struct ibv_cq *rcq, int wrs,
+                                int sges)
 {
 	struct ibv_qp_init_attr ia;
 	memset(&ia, 0, sizeof ia);
-	ia.send_cq = cq;
-	ia.recv_cq = cq;
+	ia.send_cq = scq;
+	ia.recv_cq = rcq;
 	ia.qp_type = IBV_QPT_RC;
 	ia.sq_sig_all = 1;
-	ia.cap.max_send_wr = 16;
-	ia.cap.max_recv_wr = 16;
+	ia.cap.max_send_wr = wrs;
+	ia.cap.max_recv_wr = wrs;
 	ia.cap.max_send_sge = sges;
 	ia.cap.max_recv_sge = sges;
 	return ibv_create_qp(pd, &ia);
+}
+
+static struct ibv_qp *new_qp(struct ibv_pd *pd, struct ibv_cq *cq, int sges)
+{
+	return new_rc_qp(pd, cq, cq, 16, sges);
+}
+
+/* Opens the first device and reads its GID index 1 (the address) into *gid; without a device
+ * prints "no device" or "open failed" and exits with status 2. */
+static struct ibv_context *open_first_device(union ibv_gid *gid)
+{
+	int num;
+	struct ibv_device **list = ibv_get_device_list(&num);
+	if (!list || num < 1) {
+		printf("no device\n");
+		exit(2);
+	}
+	struct ibv_context *ctx = ibv_open_device(list[0]);
+	if (!ctx) {
+		printf("open failed\n");
+		exit(2);
+	}
+	ibv_free_device_list(list);
+	ibv_query_gid(ctx, 1, 1, gid);
+	return ctx;
 }
 #endif

@@ -8,6 +8,7 @@
 mod common;
 
 use common::*;
+use roce_tests::debian::{IBVERBS_UTILS as UTILS, PERFTEST, RDMACM_UTILS};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -16,27 +17,7 @@ use std::time::Duration;
 const REAL_LIB: &str = "/usr/lib/x86_64-linux-gnu/libibverbs.so.1";
 const REAL_RDMACM: &str = "/usr/lib/x86_64-linux-gnu/librdmacm.so.1";
 
-const UTILS: &[&str] = &[
-    "ibv_devices",
-    "ibv_devinfo",
-    "ibv_rc_pingpong",
-    "ibv_uc_pingpong",
-    "ibv_ud_pingpong",
-    "ibv_srq_pingpong",
-];
-const PERFTEST: &[&str] = &[
-    "ib_write_bw",
-    "ib_read_bw",
-    "ib_send_bw",
-    "ib_atomic_bw",
-    "ib_write_lat",
-    "ib_read_lat",
-    "ib_send_lat",
-    "ib_atomic_lat",
-];
-/// rdmacm-utils: RDMA CM programs, which load our library as librdmacm.so.1 too.
-const RDMACM_UTILS: &[&str] = &["rping", "ucmatose", "udaddy", "rdma_server", "rdma_client"];
-/// Libraries the binaries above pull in that import from libibverbs.
+/// Libraries the Debian binaries (UTILS, PERFTEST, RDMACM_UTILS) pull in that import from libibverbs.
 const DEP_LIBS: &[&str] = &[
     "/lib/x86_64-linux-gnu/libmlx5.so.1",
     "/lib/x86_64-linux-gnu/libefa.so.1",

@@ -15,6 +15,14 @@ pub fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// [`serial`], then waits (at most `limit`, else fails) until 127.0.0.1:4791 and
+/// 127.0.0.2:4791 are free ([`wait_udp_free`]): for a test whose program runs on 127.0.0.1.
+pub fn serial_on_loopback(limit: Duration) -> MutexGuard<'static, ()> {
+    let g = serial();
+    assert!(wait_udp_free(limit), "127.0.0.1:4791 stayed busy");
+    g
+}
+
 pub fn roce() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_roce"))
 }
@@ -100,6 +108,42 @@ pub fn compile_c(name: &str, libs: CLibs) -> Option<(PathBuf, PathBuf)> {
     Some((dir, exe))
 }
 
+/// A C test program (`tests/<name>.c`, see [`compile_c`]) in a temporary directory of its own,
+/// removed when this is dropped (files a test puts there, such as a pcap, go with it).
+pub struct CProgram {
+    /// The build directory.
+    pub dir: PathBuf,
+    /// The executable.
+    pub exe: PathBuf,
+}
+
+impl CProgram {
+    /// Compiles `tests/<name>.c`; `None` after [`prerequisite`] as [`compile_c`].
+    pub fn compile(name: &str, libs: CLibs) -> Option<CProgram> {
+        compile_c(name, libs).map(|(dir, exe)| CProgram { dir, exe })
+    }
+
+    /// Runs it once as `roce run <run_args> -- <exe> <args>` with `env`, killed after `limit`.
+    pub fn run(
+        &self,
+        run_args: &[&str],
+        args: &[&str],
+        env: &[(&str, &str)],
+        limit: Duration,
+    ) -> Out {
+        let run_args: Vec<String> = run_args.iter().map(|a| a.to_string()).collect();
+        let mut cmd = vec![self.exe.to_string_lossy().into_owned()];
+        cmd.extend(args.iter().map(|a| a.to_string()));
+        spawn(&run_args, &cmd, env).wait(limit)
+    }
+}
+
+impl Drop for CProgram {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// A finished process.
 #[derive(Debug)]
 pub struct Out {
@@ -112,6 +156,21 @@ pub struct Out {
 impl Out {
     pub fn all(&self) -> String {
         format!("{}{}", self.stdout, self.stderr)
+    }
+
+    /// What every run of a C test program must show: it ended in time and none of its checks
+    /// (verbs_setup.h's `CHECK`) printed FAIL.
+    pub fn assert_no_failed_check(&self) {
+        assert!(!self.timed_out, "hung:\n{}", self.all());
+        assert!(!self.stdout.contains("FAIL"), "{}", self.all());
+    }
+
+    /// [`Out::assert_no_failed_check`] for a program that ends with verbs_setup.h's `done()`:
+    /// its `DONE failures 0` line and exit status 0 too.
+    pub fn assert_done(&self) {
+        self.assert_no_failed_check();
+        assert!(self.stdout.contains("DONE failures 0"), "{}", self.all());
+        assert_eq!(self.code, Some(0), "{}", self.all());
     }
 }
 
