@@ -510,14 +510,7 @@ pub enum IcrcPolicy {
 #[cfg(test)]
 mod test {
     use super::*;
-
-    fn hex(s: &str) -> std::vec::Vec<u8> {
-        let s: std::string::String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
+    use crate::test_hex as hex;
 
     /// roce-spec-notes B.3 #1 / VECTORS V1: ConnectX-4 Lx CNP, real capture.
     #[test]

@@ -559,15 +559,8 @@ pub mod udp {
 #[cfg(test)]
 mod test {
     use super::*;
+    use crate::test_hex as hex;
     use core::net::{Ipv4Addr, Ipv6Addr};
-
-    fn hex(s: &str) -> std::vec::Vec<u8> {
-        let s: std::string::String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
-    }
 
     /// roce-spec-notes B.3 #4 (an RC ACK, 192.168.1.10 → 192.168.1.20): the IPv4 and UDP
     /// headers parse to their fields and emit back byte for byte, checksum included.

@@ -67,6 +67,16 @@ pub use opcode::{OpFlags, OpInfo, Opcode, Support, Transport};
 pub use psn::Psn;
 pub use qpn::Qpn;
 
+/// Bytes from hex digits (whitespace ignored): the unit tests' packet vectors.
+#[cfg(test)]
+pub(crate) fn test_hex(s: &str) -> std::vec::Vec<u8> {
+    let s: std::string::String = s.split_whitespace().collect();
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+        .collect()
+}
+
 /// UDP destination port of RoCEv2 (IANA "roce").
 pub const ROCE_V2_UDP_PORT: u16 = 4791;
 /// EtherType of RoCEv1 (GRH + BTH directly over Ethernet).
