@@ -428,19 +428,14 @@ fn ipv4(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
         dont_fragment: ip.dont_frag(),
         ip_checksum: Some(ip.checksum()),
     };
-    let network = Network::Ipv4 {
-        ip: &frame[at..udp_at],
-        udp: &frame[udp_at..udp_at + UDP_HEADER_LEN],
-    };
-    Ok(Some(finish(
-        RoceVersion::V2,
+    Ok(Some(over_udp(
         frame,
-        network,
+        false,
         l2,
         l3,
-        Some(udp),
+        udp,
         at,
-        udp_at + UDP_HEADER_LEN,
+        udp_at,
         transport_len,
     )))
 }
@@ -470,11 +465,45 @@ fn ipv6(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
         dont_fragment: false,
         ip_checksum: None,
     };
-    let network = Network::Ipv6 {
-        ip: &frame[at..udp_at],
-        udp: &frame[udp_at..udp_at + UDP_HEADER_LEN],
+    Ok(Some(over_udp(
+        frame,
+        true,
+        l2,
+        l3,
+        udp,
+        at,
+        udp_at,
+        transport_len,
+    )))
+}
+
+/// The RoCEv2 frame whose IP header (IPv6 when `ipv6`, else IPv4) is at `at` and whose UDP
+/// header, summarised in `udp`, is at `udp_at`.
+#[allow(clippy::too_many_arguments)]
+fn over_udp(
+    frame: &[u8],
+    ipv6: bool,
+    l2: L2Summary,
+    l3: L3Summary,
+    udp: UdpSummary,
+    at: usize,
+    udp_at: usize,
+    transport_len: usize,
+) -> RoceFrame<'_> {
+    let ip = &frame[at..udp_at];
+    let udp_header = &frame[udp_at..udp_at + UDP_HEADER_LEN];
+    let network = if ipv6 {
+        Network::Ipv6 {
+            ip,
+            udp: udp_header,
+        }
+    } else {
+        Network::Ipv4 {
+            ip,
+            udp: udp_header,
+        }
     };
-    Ok(Some(finish(
+    finish(
         RoceVersion::V2,
         frame,
         network,
@@ -484,7 +513,7 @@ fn ipv6(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>>
         at,
         udp_at + UDP_HEADER_LEN,
         transport_len,
-    )))
+    )
 }
 
 fn grh(frame: &[u8], at: usize, l2: L2Summary) -> Result<Option<RoceFrame<'_>>> {

@@ -156,13 +156,33 @@ fn check_transport(transport: &[u8], out_len: usize, need: usize) -> Result<()> 
     Ok(())
 }
 
-fn put_udp(out: &mut [u8], sport: u16, dport: u16, transport_len: usize) {
+/// Writes the UDP header at `udp_at` (the IP header, 20 or 40 bytes, is at `ip_at`) and
+/// `transport` after it, then seals the transport's ICRC over these headers.
+fn put_udp_and_seal(
+    out: &mut [u8],
+    ip_at: usize,
+    udp_at: usize,
+    sport: u16,
+    dport: u16,
+    transport: &[u8],
+) -> Result<()> {
+    let t_at = udp_at + UDP_HEADER_LEN;
     udp::Repr {
         src_port: sport,
         dst_port: dport,
-        payload_len: transport_len,
+        payload_len: transport.len(),
     }
-    .emit(&mut udp::Packet::new_unchecked(out));
+    .emit(&mut udp::Packet::new_unchecked(&mut out[udp_at..t_at]));
+    out[t_at..].copy_from_slice(transport);
+    let (hdr, t) = out.split_at_mut(t_at);
+    let (ip, udp) = (&hdr[ip_at..udp_at], &hdr[udp_at..]);
+    let net = if ip.len() == IPV4_HEADER_LEN {
+        Network::Ipv4 { ip, udp }
+    } else {
+        Network::Ipv6 { ip, udp }
+    };
+    icrc::fill(net, t)?;
+    Ok(())
 }
 
 /// Writes an Ethernet + IPv4 + UDP frame around `transport` (BTH .. ICRC; the last four bytes
@@ -182,7 +202,6 @@ pub fn write_ipv4_frame(spec: &Ipv4FrameSpec, transport: &[u8], out: &mut [u8]) 
     let out = &mut out[..need];
     let ip_at = put_l2(out, spec.src_mac, spec.dst_mac, spec.vlan, 0x0800);
     let udp_at = ip_at + IPV4_HEADER_LEN;
-    let t_at = udp_at + UDP_HEADER_LEN;
     ipv4::Repr {
         src_addr: spec.src_ip,
         dst_addr: spec.dst_ip,
@@ -194,19 +213,7 @@ pub fn write_ipv4_frame(spec: &Ipv4FrameSpec, transport: &[u8], out: &mut [u8]) 
         ttl: spec.ttl,
     }
     .emit(&mut ipv4::Packet::new_unchecked(&mut out[ip_at..udp_at]));
-    put_udp(
-        &mut out[udp_at..t_at],
-        spec.src_port,
-        spec.dst_port,
-        transport.len(),
-    );
-    out[t_at..].copy_from_slice(transport);
-    let (hdr, t) = out.split_at_mut(t_at);
-    let net = Network::Ipv4 {
-        ip: &hdr[ip_at..udp_at],
-        udp: &hdr[udp_at..],
-    };
-    icrc::fill(net, t)?;
+    put_udp_and_seal(out, ip_at, udp_at, spec.src_port, spec.dst_port, transport)?;
     Ok(need)
 }
 
@@ -224,7 +231,6 @@ pub fn write_ipv6_frame(spec: &Ipv6FrameSpec, transport: &[u8], out: &mut [u8]) 
     let out = &mut out[..need];
     let ip_at = put_l2(out, spec.src_mac, spec.dst_mac, spec.vlan, 0x86DD);
     let udp_at = ip_at + IPV6_HEADER_LEN;
-    let t_at = udp_at + UDP_HEADER_LEN;
     ipv6::Repr {
         src_addr: spec.src_ip,
         dst_addr: spec.dst_ip,
@@ -235,19 +241,7 @@ pub fn write_ipv6_frame(spec: &Ipv6FrameSpec, transport: &[u8], out: &mut [u8]) 
         hop_limit: spec.hop_limit,
     }
     .emit(&mut ipv6::Packet::new_unchecked(&mut out[ip_at..udp_at]));
-    put_udp(
-        &mut out[udp_at..t_at],
-        spec.src_port,
-        spec.dst_port,
-        transport.len(),
-    );
-    out[t_at..].copy_from_slice(transport);
-    let (hdr, t) = out.split_at_mut(t_at);
-    let net = Network::Ipv6 {
-        ip: &hdr[ip_at..udp_at],
-        udp: &hdr[udp_at..],
-    };
-    icrc::fill(net, t)?;
+    put_udp_and_seal(out, ip_at, udp_at, spec.src_port, spec.dst_port, transport)?;
     Ok(need)
 }
 
