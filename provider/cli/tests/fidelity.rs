@@ -78,30 +78,21 @@ const SEND_OPS: [(&str, [i32; 13]); 3] = [
     ("UD", [95, 95, 0, 0, 95, 95, 95, 95, 95, 95, 95, 95, 95]),
 ];
 
-fn compile() -> Option<std::path::PathBuf> {
-    let Some((_dir, exe)) = compile_c("fidelity", CLibs::Verbs) else {
-        return None;
-    };
-    Some(exe)
-}
-
 #[test]
 fn fails_where_rxe_fails_and_says_why() {
-    let Some(exe) = compile() else { return };
+    let Some(prog) = CProgram::compile("fidelity", CLibs::Verbs) else {
+        return;
+    };
     let _g = serial_on_loopback(Duration::from_secs(300));
-    let out = spawn(
-        &["--ip".to_string(), "127.0.0.1".into()],
-        &[
-            exe.to_string_lossy().into_owned(),
-            "-".into(),
-            "--unroutable".into(),
-        ],
+    let out = prog.run(
+        &["--ip", "127.0.0.1"],
+        &["-", "--unroutable"],
         &[("ROCE_STATS_AT_CLOSE", "1")],
-    )
-    .wait(Duration::from_secs(120));
+        Duration::from_secs(120),
+    );
+    drop(prog);
     println!("{}", out.stdout);
     eprintln!("{}", out.stderr);
-    let _ = std::fs::remove_dir_all(exe.parent().unwrap());
     assert!(!out.timed_out, "fidelity hung");
     assert_eq!(out.code, Some(0));
     let lines: Vec<&str> = out.stdout.lines().collect();
