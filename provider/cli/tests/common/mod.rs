@@ -342,8 +342,10 @@ pub fn pair(
     let mut crun = vec!["--ip".to_string(), "127.0.0.2".into()];
     crun.extend(extra_run.iter().cloned());
     let mut server = spawn(&srun, &sargs, &[]);
+    // perftest's client connects once: wait until the server listens (a loaded machine took
+    // over 10 s to start one once), or has exited
     let t = Instant::now();
-    while !tcp_listening(port) && t.elapsed() < Duration::from_secs(10) && !server.exited() {
+    while !tcp_listening(port) && t.elapsed() < Duration::from_secs(60) && !server.exited() {
         std::thread::sleep(Duration::from_millis(10));
     }
     let client = spawn(&crun, &cargs, &[]);
