@@ -213,6 +213,10 @@ impl Shared {
                 self.receive_once(e, now);
             }
         }
+        // what went through a helper has left (the direct path waits for it to be forwarded)
+        if let Some(d) = e.direct.as_mut() {
+            d.sent(roce_udp::os::monotonic_ns);
+        }
         total
     }
 

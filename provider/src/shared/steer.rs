@@ -249,12 +249,20 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
             .chain(clients.iter().map(|c| c.ctl.get_ref().as_raw_fd()))
             .collect();
         let ready = os::poll_in(&fds, 50);
-        if !ready[0] || ready[1..].iter().any(|&r| r) {
+        if ready[1..].iter().any(|&r| r) {
             // control first: a listener registered before a REQ came must be known to it
             continue;
         }
+        // (also after a timeout: an interrupted poll reports nothing)
+        let before = os::monotonic_ns();
         let n = sock.recv_batch(&mut rx, Wait::NonBlocking)?;
+        // The socket is empty: all that came before `before` has been read (and is forwarded
+        // below), which tells senders when they may go straight again (`direct`).
+        let drained = (rx.buffers() < rx.capacity()).then_some(before);
         if n == 0 {
+            if let Some(t) = drained {
+                ports.set_drained(t);
+            }
             continue;
         }
         arena.clear();
@@ -341,6 +349,9 @@ pub fn steer(ip: IpAddr, policy: IcrcPolicy) -> std::io::Result<()> {
                 })
                 .collect();
             let _ = sock.send_batch(&out, Wait::Block(Some(Duration::from_millis(20))));
+        }
+        if let Some(t) = drained {
+            ports.set_drained(t);
         }
     }
 }
