@@ -279,23 +279,27 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
     };
     let (s_ip, c_ip) = ("127.0.19.19", "127.0.19.20");
     // qperf's server talks TCP to its client and opens the NIC only for a test (in a child it
-    // forks): it is ready once it listens on its TCP port.
-    let port = std::net::TcpListener::bind((s_ip, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    // forks): it is ready once it listens on its TCP port, a new one for each try (a killed
+    // server's port cannot be bound again at once: the next server would fail).
+    let free_port = || {
+        std::net::TcpListener::bind((s_ip, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    };
     // qperf's server forks a child per test that binds a wildcard id to an ephemeral port and
     // sends the port to the client over TCP. qperf 0.4.11 (Debian 12's) sends it *before*
     // rdma_listen (`cm_open_server`; upstream fixed this race in 118a571 "Fix rdmacm race",
     // after the last release), so a client whose REQ beats the listen gets REJ 8 (invalid
     // service ID, "Event rejected"), as the kernel's CM answers it on rxe. On a shared device
-    // under load about one run in ten loses that race: the listen reaches the steering helper
-    // a lock and a round trip after the port left. Such a run is repeated (3 tries at most)
-    // and says so.
+    // under load one run in ten to three loses that race: the listen reaches the steering
+    // helper a lock and a round trip after the port left. Such a run is repeated (5 tries at
+    // most) and says so.
     let mut attempt = 0;
     let client = loop {
         attempt += 1;
+        let port = free_port();
         let mut server = on(s_ip, &q, &["-lp", &port.to_string()])
             .process_group(0)
             .stdin(Stdio::null())
@@ -323,7 +327,7 @@ fn qperf_connects_through_rdma_cm_for_rc_bw_and_rc_lat() {
         if client
             .stdout
             .contains("unexpected event from RDMA CM: Event rejected")
-            && attempt < 3
+            && attempt < 5
         {
             eprintln!("qperf: REJ 8, the REQ beat qperf 0.4.11's rdma_listen (its race); again");
             std::thread::sleep(Duration::from_millis(500));
