@@ -11,12 +11,12 @@
 //! bytes (`icrc_bad`); under `AssumeZeroElseAccept` (an IPv4 ICRC that does not match for ID 0
 //! is accepted as "not verifiable") they reach the engine and its header checks count them.
 
-use roce_udp::IcrcPolicy;
 use crate::verbs::{
     AccessFlags, CompletionQueue, Context, DeviceConfig, Mtu, QpType, SendRequest, WcOpcode,
     WorkCompletion,
 };
 use roce_emu::net::{seal, Transmit};
+use roce_udp::IcrcPolicy;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::sync::Arc;

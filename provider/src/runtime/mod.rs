@@ -94,15 +94,15 @@ pub use config::{default_stat_dir, parse_fraction, Config, DEFAULT_DEV_NAME};
 pub use doorbell::{DOORBELL_BURST_NS, DOORBELL_BYTES, DOORBELL_NS, DOORBELL_WRS};
 pub use fault::{Fault, FaultVerdict};
 
+use doorbell::Doorbell;
+use progress::progress_thread;
+use roce_emu::sim::{PacketSink, PcapSink};
+use roce_emu::{AsyncEvent, Cq, Instant, Nic, NicConfig, RxMeta, WorkCompletion};
 use roce_udp::coalesce::{TxBatch, TxMeta};
 use roce_udp::headers::patch_icrc_udp_sport;
 use roce_udp::{
     IcrcCounters, IcrcVerdict, RecvBatch, Socket, SocketConfig, SourcePorts, Wait, Waker,
 };
-use doorbell::Doorbell;
-use progress::progress_thread;
-use roce_emu::sim::{PacketSink, PcapSink};
-use roce_emu::{AsyncEvent, Cq, Instant, Nic, NicConfig, RxMeta, WorkCompletion};
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;

@@ -8,12 +8,12 @@
 //! the RDMA CM connection rate in [`cm`].
 use super::report::{Baseline, BwRow, LatRow, Report, Scale};
 use super::Plan;
-use roce_udp::baseline::{self, PingPong, Technique};
 use roce_provider::verbs::{
     AccessFlags, CompletionQueue, Context, DeviceConfig, Error, MemoryRegion, Mtu,
     ProtectionDomain, QpType, QueuePair, QueuePairEndpoint, RemoteSlice, SendRequest, WcOpcode,
     WorkCompletion,
 };
+use roce_udp::baseline::{self, PingPong, Technique};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, IsTerminal, Write};

@@ -15,8 +15,8 @@
 mod measure;
 mod report;
 
-use roce_provider::verbs::{parse_mtu, Mtu};
 use clap::Args;
+use roce_provider::verbs::{parse_mtu, Mtu};
 use std::io::Write;
 use std::net::IpAddr;
 use std::time::Duration;

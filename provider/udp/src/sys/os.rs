@@ -166,10 +166,7 @@ pub fn send_with_fd(s: &UnixStream, line: &[u8], fd: &impl AsFd) -> io::Result<(
         (*c).cmsg_level = libc::SOL_SOCKET;
         (*c).cmsg_type = libc::SCM_RIGHTS;
         (*c).cmsg_len = libc::CMSG_LEN(std::mem::size_of::<RawFd>() as u32) as _;
-        std::ptr::write_unaligned(
-            libc::CMSG_DATA(c).cast::<RawFd>(),
-            fd.as_fd().as_raw_fd(),
-        );
+        std::ptr::write_unaligned(libc::CMSG_DATA(c).cast::<RawFd>(), fd.as_fd().as_raw_fd());
     }
     // SAFETY: `msg` is fully initialised.
     let n = unsafe { libc::sendmsg(s.as_raw_fd(), &msg, libc::MSG_NOSIGNAL) };

@@ -185,12 +185,7 @@ fn tcp_rate(a: IpAddr, b: IpAddr, dur: Duration) -> Result<Rate, String> {
         let s = Socket::new(Domain::for_address(to), Type::STREAM, Some(Protocol::TCP))?;
         // the port chosen at connect, for the 4-tuple (IP_BIND_ADDRESS_NO_PORT), not at bind
         if to.is_ipv4() {
-            roce_udp::os::setsockopt_int(
-                &s,
-                libc::IPPROTO_IP,
-                libc::IP_BIND_ADDRESS_NO_PORT,
-                1,
-            )?;
+            roce_udp::os::setsockopt_int(&s, libc::IPPROTO_IP, libc::IP_BIND_ADDRESS_NO_PORT, 1)?;
         }
         s.bind(&SockAddr::from(SocketAddr::new(a, 0)))?;
         s.connect(&SockAddr::from(to))?;

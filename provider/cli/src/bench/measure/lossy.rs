@@ -12,7 +12,13 @@ use crate::bench::report::LossRow;
 pub const LOSS_MSG: usize = 4 << 20;
 
 /// Engine counters of both devices, for the packets a point sent.
-fn snap(a: &Side, b: &Side) -> (roce_provider::verbs::Counters, roce_provider::verbs::Counters) {
+fn snap(
+    a: &Side,
+    b: &Side,
+) -> (
+    roce_provider::verbs::Counters,
+    roce_provider::verbs::Counters,
+) {
     (a.ctx.counters(), b.ctx.counters())
 }
 
