@@ -6,11 +6,6 @@ use common::*;
 use roce_cm::{ConnParam, EventKind, Id, PortSpace, QpKind};
 use roce_emu::{AccessFlags, Mtu, QpAttrMask, QpState};
 use roce_wire::cm::Message;
-use std::net::SocketAddr;
-
-pub fn sa(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
 
 fn rping_param(qpn: u32, pd: &[u8]) -> ConnParam {
     ConnParam {
@@ -395,13 +390,7 @@ fn cma_hdr_mismatch_is_rejected_with_reason_28() {
     let l = net.b.create_id(PortSpace::Tcp, QpKind::Rc);
     net.b.bind(l, sa("10.0.0.3:7174")).unwrap();
     net.b.listen(l, 0).unwrap();
-    let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
-    let now = net.now;
-    net.a
-        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
-        .unwrap();
-    net.a.resolve_route(now, a, 2000).unwrap();
-    net.a.connect(now, a, &rping_param(5, b"")).unwrap();
+    net.connect_a(PortSpace::Tcp, QpKind::Rc, &rping_param(5, b""));
     net.pump();
     assert_eq!(
         net.take_a().last().map(|e| (e.kind, e.status)),

@@ -6,28 +6,12 @@
 //! ECE offered (rxe) → zeros. `rdma_reject_ece` → REJ reason 35 with private data.
 mod common;
 use common::*;
-use roce_cm::{errno, ConnParam, Ece, EventKind, Id, PortSpace, QpKind, RejReason};
-use std::net::SocketAddr;
+use roce_cm::{errno, Ece, EventKind, Id, PortSpace, QpKind, RejReason};
 
 /// MAD header AttributeModifier.
 const ATTR_MOD: core::ops::Range<usize> = 20..24;
 /// Start of the CM message after the 24-byte MAD header.
 const BODY: usize = 24;
-
-fn sa(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-fn param(qpn: u32) -> ConnParam {
-    ConnParam {
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        qp_num: qpn,
-        ..Default::default()
-    }
-}
 
 /// B listens (RC or UD) on 10.0.0.2:7174; A connects offering `ece` (none: `connect`).
 /// Returns (A's id, B's child, B's CONNECT_REQUEST's ECE).

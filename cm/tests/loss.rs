@@ -4,27 +4,11 @@
 //! kernel's: REQ 6144 ms, REP 4096 ms, after MRA(24) 65536 + 2048 ms, timewait 2048 ms.
 mod common;
 use common::*;
-use roce_cm::{errno, ConnParam, Event, EventKind, Id, PortSpace, QpKind};
+use roce_cm::{errno, Event, EventKind, Id, PortSpace, QpKind};
 use roce_wire::cm::Message;
-use std::net::SocketAddr;
-
-fn sa(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
 
 fn kinds(ev: &[Event]) -> Vec<EventKind> {
     ev.iter().map(|e| e.kind).collect()
-}
-
-fn param(qpn: u32) -> ConnParam {
-    ConnParam {
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        qp_num: qpn,
-        ..Default::default()
-    }
 }
 
 /// Listener on B, connect from A; the REQ delivered (or dropped) once.
@@ -32,13 +16,7 @@ fn start(net: &mut Net) -> Id {
     let l = net.b.create_id(PortSpace::Tcp, QpKind::Rc);
     net.b.bind(l, sa("10.0.0.2:7174")).unwrap();
     net.b.listen(l, 3).unwrap();
-    let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
-    let now = net.now;
-    net.a
-        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
-        .unwrap();
-    net.a.resolve_route(now, a, 2000).unwrap();
-    net.a.connect(now, a, &param(0x11)).unwrap();
+    let a = net.connect_a(PortSpace::Tcp, QpKind::Rc, &param(0x11));
     net.pump();
     assert_eq!(
         kinds(&net.take_a()),
@@ -359,13 +337,8 @@ fn destroying_a_listener_rejects_its_unpolled_requests() {
     let l = net.b.create_id(PortSpace::Tcp, QpKind::Rc);
     net.b.bind(l, sa("10.0.0.2:7174")).unwrap();
     net.b.listen(l, 3).unwrap();
-    let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
+    net.connect_a(PortSpace::Tcp, QpKind::Rc, &param(0x11));
     let now = net.now;
-    net.a
-        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
-        .unwrap();
-    net.a.resolve_route(now, a, 2000).unwrap();
-    net.a.connect(now, a, &param(0x11)).unwrap();
     // Deliver the REQ without polling B's events.
     while let Some(m) = net.a.poll_transmit() {
         let mad = roce_cm::MadIn {

@@ -5,26 +5,10 @@
 //! SIDR_REP 2); no record once the connection has nothing to send.
 mod common;
 use common::*;
-use roce_cm::{farewell, ConnMirror, ConnParam, Endpoint, Id, MirrorChange, MirrorState};
+use roce_cm::{farewell, ConnMirror, Endpoint, Id, MirrorChange, MirrorState};
 use roce_cm::{PortSpace, QpKind};
 use roce_wire::cm::{Message, MsgResponse, RejReason, SidrStatus};
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-
-fn sa(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
-fn param(qpn: u32) -> ConnParam {
-    ConnParam {
-        responder_resources: 1,
-        initiator_depth: 1,
-        retry_count: 7,
-        rnr_retry_count: 7,
-        qp_num: qpn,
-        ..Default::default()
-    }
-}
 
 /// What the helper holds for one process: the changes applied, keyed by local comm ID; each
 /// change also travels as its text form (one control line) and must come back equal.
@@ -59,13 +43,7 @@ fn request(net: &mut Net) -> (Id, Id) {
     let l = net.b.create_id(PortSpace::Tcp, QpKind::Rc);
     net.b.bind(l, sa("10.0.0.2:7174")).unwrap();
     net.b.listen(l, 3).unwrap();
-    let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
-    let now = net.now;
-    net.a
-        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
-        .unwrap();
-    net.a.resolve_route(now, a, 2000).unwrap();
-    net.a.connect(now, a, &param(0x11)).unwrap();
+    let a = net.connect_a(PortSpace::Tcp, QpKind::Rc, &param(0x11));
     net.pump();
     let child = net.take_b()[0].id;
     net.take_a();
@@ -162,13 +140,7 @@ fn handshake_farewells_are_destroy_ids_rejs() {
     // A with its REQ unanswered (REQ_SENT): REJ 4 with A's GUID as ARI.
     let mut net = Net::new();
     net.blackhole = Some(Side::A);
-    let a = net.a.create_id(PortSpace::Tcp, QpKind::Rc);
-    let now = net.now;
-    net.a
-        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
-        .unwrap();
-    net.a.resolve_route(now, a, 2000).unwrap();
-    net.a.connect(now, a, &param(0x11)).unwrap();
+    let a = net.connect_a(PortSpace::Tcp, QpKind::Rc, &param(0x11));
     net.pump();
     let mut ha = Held::default();
     ha.drain(&mut net.a);

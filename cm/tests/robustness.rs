@@ -4,11 +4,6 @@ use common::*;
 use roce_cm::{errno, ConnParam, Endpoint, Event, EventKind, Id, MadIn, PortSpace, QpKind};
 use roce_emu::Instant;
 use roce_wire::cm::{dreq, Mad, Message};
-use std::net::SocketAddr;
-
-fn sa(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
 
 fn kinds(ev: &[Event]) -> Vec<EventKind> {
     ev.iter().map(|e| e.kind).collect()

@@ -8,10 +8,6 @@ use roce_emu::{QpAttrMask, QpState};
 use roce_wire::cm::Message;
 use std::net::SocketAddr;
 
-fn sa(s: &str) -> SocketAddr {
-    s.parse().unwrap()
-}
-
 fn kinds(ev: &[Event]) -> Vec<EventKind> {
     ev.iter().map(|e| e.kind).collect()
 }
@@ -197,13 +193,7 @@ fn duplicate_sidr_req_is_dropped_and_destroy_rejects() {
 fn rc_request_to_a_ud_listener_is_refused() {
     let mut net = Net::new();
     listen_ud(&mut net);
-    let a = net.a.create_id(PortSpace::Udp, QpKind::Rc);
-    let now = net.now;
-    net.a
-        .resolve_addr(now, a, None, sa("10.0.0.2:7174"), 2000)
-        .unwrap();
-    net.a.resolve_route(now, a, 2000).unwrap();
-    net.a.connect(now, a, &ConnParam::default()).unwrap();
+    net.connect_a(PortSpace::Udp, QpKind::Rc, &ConnParam::default());
     net.pump();
     let ev = net.take_a();
     assert_eq!((ev[2].kind, ev[2].status), (EventKind::Rejected, 28));

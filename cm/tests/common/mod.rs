@@ -1,9 +1,9 @@
 //! A tiny in-test network: two endpoints, virtual time, and a loss rule per (sender, attribute,
 //! occurrence). Every MAD that leaves an endpoint is logged, delivered or dropped.
 #![allow(dead_code)]
-use roce_cm::{Config, Endpoint, Event, Instant, MadIn, MadOut};
+use roce_cm::{Config, ConnParam, Endpoint, Event, Id, Instant, MadIn, MadOut, PortSpace, QpKind};
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 pub const A_IP: &str = "10.0.0.1";
 pub const B_IP: &str = "10.0.0.2";
@@ -28,6 +28,24 @@ pub enum Side {
 
 pub fn ip(s: &str) -> IpAddr {
     s.parse().unwrap()
+}
+
+/// `addr:port` as a socket address.
+pub fn sa(s: &str) -> SocketAddr {
+    s.parse().unwrap()
+}
+
+/// The RC connection parameters most tests connect with: one READ or atomic each way, 7
+/// retries and RNR retries, QP `qpn`.
+pub fn param(qpn: u32) -> ConnParam {
+    ConnParam {
+        responder_resources: 1,
+        initiator_depth: 1,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        qp_num: qpn,
+        ..Default::default()
+    }
 }
 
 pub fn config(addr: &str, guid: u64, seed: u64) -> Config {
@@ -90,6 +108,18 @@ impl Net {
             ev_a: Vec::new(),
             ev_b: Vec::new(),
         }
+    }
+
+    /// A creates an id, resolves B's 10.0.0.2:7174 (address, then route) and connects with
+    /// `p`; nothing is delivered yet. Returns A's id.
+    pub fn connect_a(&mut self, ps: PortSpace, kind: QpKind, p: &ConnParam) -> Id {
+        let a = self.a.create_id(ps, kind);
+        let now = self.now;
+        let to = sa(&format!("{B_IP}:7174"));
+        self.a.resolve_addr(now, a, None, to, 2000).unwrap();
+        self.a.resolve_route(now, a, 2000).unwrap();
+        self.a.connect(now, a, p).unwrap();
+        a
     }
 
     pub fn drop_nth(&mut self, from: Side, attr: u16, nth: usize) {
