@@ -1,24 +1,5 @@
 use super::*;
-use crate::device::{Device, Port};
-
-fn rxe0() -> Device {
-    Device {
-        index: 0,
-        name: "rxe0".into(),
-        node_type: 1,
-        node_guid: 0x5054_00ff_fe18_0002,
-        sys_image_guid: 0x5054_00ff_fe18_0002,
-        fw: String::new(),
-        caps: Some(0x1223c76),
-        ports: vec![Port {
-            index: 1,
-            state: 4,
-            phys_state: 5,
-            ib: None,
-            netdev: Some(("eth0".into(), 2)),
-        }],
-    }
-}
+use crate::device::tests::rxe0;
 
 const SO: SockOpts = SockOpts {
     portid: 4242,

@@ -197,6 +197,26 @@ pub(crate) mod tests {
     use super::*;
     use std::path::PathBuf;
 
+    /// rxe0 as [`fake_sysfs`] describes it (with its cap flags given as `rxe0=0x1223c76`).
+    pub(crate) fn rxe0() -> Device {
+        Device {
+            index: 0,
+            name: "rxe0".into(),
+            node_type: 1,
+            node_guid: 0x5054_00ff_fe18_0002,
+            sys_image_guid: 0x5054_00ff_fe18_0002,
+            fw: String::new(),
+            caps: Some(0x1223c76),
+            ports: vec![Port {
+                index: 1,
+                state: 4,
+                phys_state: 5,
+                ib: None,
+                netdev: Some(("eth0".into(), 2)),
+            }],
+        }
+    }
+
     /// A sysfs tree with what `roce run`'s view writes for rxe0 on `lo`.
     pub(crate) fn fake_sysfs(tag: &str) -> PathBuf {
         let root = std::env::temp_dir().join(format!("roce-netlink-{tag}-{}", std::process::id()));
@@ -228,25 +248,7 @@ pub(crate) mod tests {
         let root = fake_sysfs("read");
         let (ib, net) = (root.join("infiniband"), root.join("net"));
         let d = devices(&ib, &net, Some("rxe0=0x1223c76"));
-        assert_eq!(
-            d,
-            [Device {
-                index: 0,
-                name: "rxe0".into(),
-                node_type: 1,
-                node_guid: 0x5054_00ff_fe18_0002,
-                sys_image_guid: 0x5054_00ff_fe18_0002,
-                fw: String::new(),
-                caps: Some(0x1223c76),
-                ports: vec![Port {
-                    index: 1,
-                    state: 4,
-                    phys_state: 5,
-                    ib: None,
-                    netdev: Some(("eth0".into(), 2)),
-                }],
-            }]
-        );
+        assert_eq!(d, [rxe0()]);
         assert_eq!(d[0].protocol(), "roce");
         // without a spec: every directory, no cap flags
         let all = devices(&ib, &net, None);
