@@ -69,16 +69,22 @@ fn message(m: &roce_cm::MadOut) -> Message {
     roce_wire::cm::Mad::parse(&m.bytes).unwrap().message
 }
 
+/// [`request`], then B accepts and A establishes. Returns (A's id, B's child).
+fn established(net: &mut Net) -> (Id, Id) {
+    let (a, child) = request(net);
+    let now = net.now;
+    net.b.accept(now, child, &param(0x22)).unwrap();
+    net.pump();
+    net.a.establish(now, a).unwrap();
+    net.pump();
+    (a, child)
+}
+
 #[test]
 fn established_farewell_is_destroy_ids_dreq() {
     for passive in [false, true] {
         let mut net = Net::new();
-        let (a, child) = request(&mut net);
-        let now = net.now;
-        net.b.accept(now, child, &param(0x22)).unwrap();
-        net.pump();
-        net.a.establish(now, a).unwrap();
-        net.pump();
+        let (a, child) = established(&mut net);
         let (mut ha, mut hb) = (Held::default(), Held::default());
         ha.drain(&mut net.a);
         hb.drain(&mut net.b);
@@ -202,12 +208,8 @@ fn dreq_received_and_sidr_farewells() {
 #[test]
 fn no_record_once_the_connection_has_nothing_to_send() {
     let mut net = Net::new();
-    let (a, child) = request(&mut net);
+    let (a, child) = established(&mut net);
     let now = net.now;
-    net.b.accept(now, child, &param(0x22)).unwrap();
-    net.pump();
-    net.a.establish(now, a).unwrap();
-    net.pump();
     let (mut ha, mut hb) = (Held::default(), Held::default());
     ha.drain(&mut net.a);
     hb.drain(&mut net.b);
