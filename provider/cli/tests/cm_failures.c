@@ -381,16 +381,22 @@ static int bind_both(const char *ip, int port)
 	return done();
 }
 
+/* Says which state the program reached, then waits to be killed. */
+static int hang_in(const char *state)
+{
+	printf("%s\n", state);
+	fflush(stdout);
+	for (;;)
+		pause();
+}
+
 static int hang_server(const char *ip, int port)
 {
 	struct rdma_event_channel *ch = rdma_create_event_channel();
 	listen_on(ch, ip, port);
 	if (!expect(ch, RDMA_CM_EVENT_CONNECT_REQUEST, "connect_request"))
 		return done() | 1;
-	printf("REQUEST\n");
-	fflush(stdout);
-	for (;;)
-		pause();
+	return hang_in("REQUEST");
 }
 
 static int hang_client(const char *ip, int port)
@@ -399,10 +405,7 @@ static int hang_client(const char *ip, int port)
 	static struct conn c;
 	if (start_connect(ch, &c, ip, port))
 		return done() | 1;
-	printf("REQ_SENT\n");
-	fflush(stdout);
-	for (;;)
-		pause();
+	return hang_in("REQ_SENT");
 }
 
 static int hold_server(const char *ip, int port)
@@ -415,10 +418,7 @@ static int hold_server(const char *ip, int port)
 	if (!c.id || make_qp(&c) || rdma_accept(c.id, &p) ||
 	    !expect(ch, RDMA_CM_EVENT_ESTABLISHED, "established"))
 		return done() | 1;
-	printf("ESTABLISHED\n");
-	fflush(stdout);
-	for (;;)
-		pause();
+	return hang_in("ESTABLISHED");
 }
 
 static int wait_client(const char *ip, int port)
